@@ -1,0 +1,220 @@
+//! The classifier: typed codes first, the message fallback only when there are none.
+
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::chain::links;
+use crate::message::match_message;
+use crate::registry::extract;
+use crate::table::default_verdict;
+use crate::{Classification, Code, KindSet, Profile, Verdict};
+
+type Hook = Arc<dyn Fn(&(dyn Error + 'static)) -> Option<Classification> + Send + Sync>;
+
+/// Decides what an error means. Cheap to clone.
+///
+/// Order of decision, for the error and up to [`depth`](Classifier::depth) levels of
+/// `source()`:
+/// 1. closures added with [`with_fn`](Classifier::with_fn), on the top-level error; the
+///    first `Some` wins;
+/// 2. the first typed code in the chain (SQLSTATE, MySQL errno, SQLite code, driver-detected
+///    connection failure). It is authoritative: codes added with
+///    [`with_code`](Classifier::with_code), then profiles, then the default table decide,
+///    and a code none of them lists is [`Verdict::Permanent`];
+/// 3. only when no link has a typed code: the message fallback (`deadlock`,
+///    `lock wait timeout`, `serialization failure`, any case, first 1 KiB of each message);
+/// 4. otherwise permanent.
+///
+/// Kinds removed with [`without`](Classifier::without) turn into permanent at the end.
+///
+/// # Default
+/// `Classifier::default()`: the default code table of every enabled driver, message
+/// fallback on, depth 1 (the error and its direct `source()`), no profiles.
+///
+/// ```
+/// use txretry_core::{Classifier, Code, TransientKind, Verdict};
+///
+/// // Widen: treat MySQL 1020 as a serialization failure; narrow: never retry lock timeouts.
+/// let classifier = Classifier::default()
+///     .with_code(Code::MySql(1020), Verdict::Transient(TransientKind::SerializationFailure))
+///     .without(TransientKind::LockTimeout)
+///     .depth(2);
+/// # let _ = classifier;
+/// ```
+#[derive(Clone)]
+pub struct Classifier {
+    depth: usize,
+    use_default_table: bool,
+    message_fallback: bool,
+    dropped: KindSet,
+    codes: Vec<(Code, Verdict)>,
+    profiles: Vec<Profile>,
+    hooks: Vec<Hook>,
+}
+
+impl Default for Classifier {
+    fn default() -> Self {
+        Classifier {
+            depth: 1,
+            use_default_table: true,
+            message_fallback: true,
+            dropped: KindSet::EMPTY,
+            codes: Vec::new(),
+            profiles: Vec::new(),
+            hooks: Vec::new(),
+        }
+    }
+}
+
+impl Classifier {
+    /// A classifier that still reads typed codes but recognises none of them and has no
+    /// message fallback: everything is permanent until you add codes, profiles or closures.
+    /// Use it to replace the defaults rather than adjust them.
+    pub fn empty() -> Self {
+        Classifier { use_default_table: false, message_fallback: false, ..Classifier::default() }
+    }
+
+    /// Replaces the classifier with a closure. The closure may call
+    /// [`crate::classify`] to fall back to the default; returning `None` means permanent.
+    ///
+    /// ```
+    /// use txretry_core::{Classification, Classifier, TransientKind, Verdict};
+    ///
+    /// let c = Classifier::from_fn(|err| {
+    ///     if err.to_string().contains("try again") {
+    ///         return Some(Classification::new(Verdict::Transient(TransientKind::Busy), None));
+    ///     }
+    ///     Some(txretry_core::classify(err))
+    /// });
+    /// let err = std::io::Error::other("please try again");
+    /// assert_eq!(c.classify(&err).verdict, Verdict::Transient(TransientKind::Busy));
+    /// ```
+    pub fn from_fn<F>(f: F) -> Self
+    where
+        F: Fn(&(dyn Error + 'static)) -> Option<Classification> + Send + Sync + 'static,
+    {
+        Classifier::empty().with_fn(f)
+    }
+
+    /// Widens the classifier with a closure consulted first, on the top-level error.
+    /// `None` falls through to the codes and the message fallback.
+    #[must_use]
+    pub fn with_fn<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&(dyn Error + 'static)) -> Option<Classification> + Send + Sync + 'static,
+    {
+        self.hooks.push(Arc::new(f));
+        self
+    }
+
+    /// Widens (or overrides) the table: `code` gets `verdict`. Later calls for the same
+    /// code win over earlier ones; all win over profiles and the default table.
+    #[must_use]
+    pub fn with_code(mut self, code: Code, verdict: Verdict) -> Self {
+        self.codes.insert(0, (code, verdict));
+        self
+    }
+
+    /// Adds an opt-in [`Profile`] (CockroachDB, TiDB, Galera, …).
+    #[must_use]
+    pub fn with_profile(mut self, profile: Profile) -> Self {
+        self.profiles.push(profile);
+        self
+    }
+
+    /// Narrows the classifier: errors of `kind` become permanent.
+    #[must_use]
+    pub fn without(mut self, kind: crate::TransientKind) -> Self {
+        self.dropped = self.dropped.with(kind);
+        self
+    }
+
+    /// How many levels of `source()` to look through besides the error itself.
+    ///
+    /// # Default
+    /// 1: drivers and `thiserror` / `anyhow` wrappers add one level.
+    #[must_use]
+    pub fn depth(mut self, depth: usize) -> Self {
+        self.depth = depth;
+        self
+    }
+
+    /// Turns the message fallback on or off.
+    ///
+    /// # Default
+    /// On for `Classifier::default()`, off for [`Classifier::empty`].
+    #[must_use]
+    pub fn message_fallback(mut self, on: bool) -> Self {
+        self.message_fallback = on;
+        self
+    }
+
+    /// Classifies one error.
+    pub fn classify(&self, error: &(dyn Error + 'static)) -> Classification {
+        let found = self.decide(error);
+        match found.verdict {
+            Verdict::Transient(kind) if self.dropped.contains(kind) => {
+                Classification::new(Verdict::Permanent, found.code)
+            }
+            _ => found,
+        }
+    }
+
+    fn decide(&self, error: &(dyn Error + 'static)) -> Classification {
+        if let Some(found) = self.hooks.iter().find_map(|hook| hook(error)) {
+            return found;
+        }
+        if let Some(code) = links(error, self.depth).find_map(extract) {
+            return Classification::new(self.verdict_for(code).unwrap_or(Verdict::Permanent), Some(code));
+        }
+        if self.message_fallback {
+            for link in links(error, self.depth) {
+                if let Some((phrase, kind)) = match_message(link) {
+                    return Classification::new(Verdict::Transient(kind), Some(Code::Message(phrase)));
+                }
+            }
+        }
+        Classification::PERMANENT
+    }
+
+    /// The verdict for a code under this classifier's tables, without looking at an error.
+    pub fn verdict_for(&self, code: Code) -> Option<Verdict> {
+        self.codes
+            .iter()
+            .find(|(c, _)| *c == code)
+            .map(|(_, v)| *v)
+            .or_else(|| self.profiles.iter().find_map(|p| p.verdict(code)))
+            .or_else(|| if self.use_default_table { default_verdict(code) } else { None })
+    }
+}
+
+impl fmt::Debug for Classifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Classifier")
+            .field("depth", &self.depth)
+            .field("default_table", &self.use_default_table)
+            .field("message_fallback", &self.message_fallback)
+            .field("dropped", &self.dropped)
+            .field("codes", &self.codes)
+            .field("profiles", &self.profiles)
+            .field("closures", &self.hooks.len())
+            .finish()
+    }
+}
+
+/// Classifies `error` with the default classifier (every enabled driver's codes, message
+/// fallback, depth 1).
+///
+/// ```
+/// use txretry_core::{classify, Code, TransientKind, Verdict};
+///
+/// let err = std::io::Error::other("Deadlock found when trying to get lock");
+/// let c = classify(&err);
+/// assert_eq!(c.verdict, Verdict::Transient(TransientKind::Deadlock));
+/// assert_eq!(c.code, Some(Code::Message("deadlock")));
+/// ```
+pub fn classify(error: &(dyn Error + 'static)) -> Classification {
+    static DEFAULT: std::sync::LazyLock<Classifier> = std::sync::LazyLock::new(Classifier::default);
+    DEFAULT.classify(error)
+}

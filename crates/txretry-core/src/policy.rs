@@ -1,0 +1,364 @@
+//! The retry policy, its builder, and the one pure decision function both loops share.
+
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::event::Hook;
+use crate::{Backoff, Classification, Classifier, Jitter, KindSet, RetryEvent, Verdict};
+
+/// How a transaction is retried: how many attempts, how long to wait, what counts as
+/// transient. Cheap to clone (an `Arc` inside) and shareable across tasks.
+///
+/// # Default
+/// `RetryPolicy::default()`: 2 attempts in total, linear backoff 150 ms × N (150 ms before
+/// the second attempt), no jitter, no cap on the delay or the elapsed time, retries
+/// deadlocks, lock timeouts, serialization failures and SQLite busy ([`KindSet::DEFAULT`]),
+/// never ambiguous failures, with [`Classifier::default()`].
+///
+/// ```
+/// use std::time::Duration;
+/// use txretry_core::{Backoff, Jitter, RetryPolicy};
+///
+/// let policy = RetryPolicy::builder()
+///     .max_attempts(5)
+///     .backoff(Backoff::Exponential { initial: Duration::from_millis(10), factor: 2.0 })
+///     .max_delay(Duration::from_secs(1))
+///     .jitter(Jitter::Full)
+///     .build()?;
+/// assert_eq!(policy.max_attempts(), 5);
+/// # Ok::<(), txretry_core::PolicyError>(())
+/// ```
+#[derive(Clone)]
+pub struct RetryPolicy {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    max_attempts: u32,
+    backoff: Backoff,
+    max_delay: Option<Duration>,
+    jitter: Jitter,
+    max_elapsed: Option<Duration>,
+    retry_on: KindSet,
+    retry_ambiguous: bool,
+    classifier: Classifier,
+    on_retry: Option<Hook>,
+}
+
+/// What to do after a failed attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Wait this long, then run the whole transaction again.
+    RetryAfter(Duration),
+    /// Return the error to the caller.
+    Stop(StopReason),
+}
+
+/// Why the loop stopped retrying.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The failure is permanent, or a transient kind this policy does not retry, or
+    /// ambiguous and the operation was not declared idempotent.
+    NotRetryable,
+    /// `max_attempts` attempts have been made.
+    AttemptsExhausted,
+    /// The next wait would end past `max_elapsed`.
+    ElapsedExceeded,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy::builder().build().unwrap_or_else(|_| unreachable!("the defaults are valid"))
+    }
+}
+
+impl RetryPolicy {
+    /// A builder starting from the defaults.
+    pub fn builder() -> RetryPolicyBuilder {
+        RetryPolicyBuilder::default()
+    }
+
+    /// Runs the operation once and returns its result unchanged: no retry, no event.
+    pub fn disabled() -> Self {
+        RetryPolicy::builder().max_attempts(1).build().unwrap_or_else(|_| unreachable!("valid"))
+    }
+
+    /// Attempts in total, the first one included.
+    pub fn max_attempts(&self) -> u32 {
+        self.inner.max_attempts
+    }
+
+    /// The classifier this policy uses.
+    pub fn classifier(&self) -> &Classifier {
+        &self.inner.classifier
+    }
+
+    /// Classifies `error` with this policy's classifier.
+    pub fn classify(&self, error: &(dyn Error + 'static)) -> Classification {
+        self.inner.classifier.classify(error)
+    }
+
+    /// The decision after attempt `attempt` (1-based) failed with `verdict`, `elapsed` after
+    /// the first attempt started. `unit` is a random number in `0..1` used for jitter; the
+    /// function is otherwise pure, and both the async and the blocking loop call it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use txretry_core::{Decision, RetryPolicy, StopReason, TransientKind, Verdict};
+    ///
+    /// let p = RetryPolicy::default();
+    /// let deadlock = Verdict::Transient(TransientKind::Deadlock);
+    /// assert_eq!(p.decide(deadlock, 1, Duration::ZERO, 0.5), Decision::RetryAfter(Duration::from_millis(150)));
+    /// assert_eq!(p.decide(deadlock, 2, Duration::ZERO, 0.5), Decision::Stop(StopReason::AttemptsExhausted));
+    /// assert_eq!(p.decide(Verdict::Permanent, 1, Duration::ZERO, 0.5), Decision::Stop(StopReason::NotRetryable));
+    /// ```
+    pub fn decide(&self, verdict: Verdict, attempt: u32, elapsed: Duration, unit: f64) -> Decision {
+        let p = &*self.inner;
+        let retryable = match verdict {
+            Verdict::Transient(kind) => p.retry_on.contains(kind),
+            Verdict::Ambiguous => p.retry_ambiguous,
+            Verdict::Permanent => false,
+        };
+        if !retryable {
+            return Decision::Stop(StopReason::NotRetryable);
+        }
+        if attempt >= p.max_attempts {
+            return Decision::Stop(StopReason::AttemptsExhausted);
+        }
+        let mut delay = p.jitter.apply(p.backoff.delay(attempt), unit.clamp(0.0, 1.0));
+        if let Some(max) = p.max_delay {
+            delay = delay.min(max);
+        }
+        if let Some(max) = p.max_elapsed {
+            if elapsed.saturating_add(delay) > max {
+                return Decision::Stop(StopReason::ElapsedExceeded);
+            }
+        }
+        Decision::RetryAfter(delay)
+    }
+
+    pub(crate) fn on_retry_hook(&self) -> Option<&Hook> {
+        self.inner.on_retry.as_ref()
+    }
+}
+
+impl fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &*self.inner;
+        f.debug_struct("RetryPolicy")
+            .field("max_attempts", &p.max_attempts)
+            .field("backoff", &p.backoff)
+            .field("max_delay", &p.max_delay)
+            .field("jitter", &p.jitter)
+            .field("max_elapsed", &p.max_elapsed)
+            .field("retry_on", &p.retry_on)
+            .field("retry_ambiguous", &p.retry_ambiguous)
+            .field("classifier", &p.classifier)
+            .field("on_retry", &p.on_retry.is_some())
+            .finish()
+    }
+}
+
+/// Builds a [`RetryPolicy`]; every setting starts at its default (see [`RetryPolicy`]).
+#[derive(Clone)]
+pub struct RetryPolicyBuilder {
+    max_attempts: u32,
+    backoff: Backoff,
+    max_delay: Option<Duration>,
+    jitter: Jitter,
+    max_elapsed: Option<Duration>,
+    retry_on: KindSet,
+    retry_ambiguous: bool,
+    classifier: Classifier,
+    on_retry: Option<Hook>,
+}
+
+impl Default for RetryPolicyBuilder {
+    fn default() -> Self {
+        RetryPolicyBuilder {
+            max_attempts: 2,
+            backoff: Backoff::Linear(Duration::from_millis(150)),
+            max_delay: None,
+            jitter: Jitter::None,
+            max_elapsed: None,
+            retry_on: KindSet::DEFAULT,
+            retry_ambiguous: false,
+            classifier: Classifier::default(),
+            on_retry: None,
+        }
+    }
+}
+
+impl RetryPolicyBuilder {
+    /// Attempts in total, the first included; at least 1.
+    ///
+    /// # Default
+    /// 2.
+    #[must_use]
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts;
+        self
+    }
+
+    /// The wait curve.
+    ///
+    /// # Default
+    /// `Backoff::Linear(150 ms)`.
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// An upper bound on every wait, after jitter; not below the first wait.
+    ///
+    /// # Default
+    /// None.
+    #[must_use]
+    pub fn max_delay(mut self, max: Duration) -> Self {
+        self.max_delay = Some(max);
+        self
+    }
+
+    /// Randomisation of each wait.
+    ///
+    /// # Default
+    /// `Jitter::None`.
+    #[must_use]
+    pub fn jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Stop retrying when the next wait would end later than this after the first attempt
+    /// started.
+    ///
+    /// # Default
+    /// None.
+    #[must_use]
+    pub fn max_elapsed(mut self, max: Duration) -> Self {
+        self.max_elapsed = Some(max);
+        self
+    }
+
+    /// Which transient kinds are retried; the others are returned at once.
+    ///
+    /// # Default
+    /// [`KindSet::DEFAULT`]: deadlock, lock timeout, serialization failure, busy.
+    #[must_use]
+    pub fn retry_on(mut self, kinds: impl Into<KindSet>) -> Self {
+        self.retry_on = kinds.into();
+        self
+    }
+
+    /// Declares the operation idempotent: only then is an [`Verdict::Ambiguous`] failure
+    /// (the commit may have happened) retried.
+    ///
+    /// # Default
+    /// false.
+    #[must_use]
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.retry_ambiguous = idempotent;
+        self
+    }
+
+    /// The classifier.
+    ///
+    /// # Default
+    /// [`Classifier::default()`].
+    #[must_use]
+    pub fn classifier(mut self, classifier: Classifier) -> Self {
+        self.classifier = classifier;
+        self
+    }
+
+    /// Called before every wait with the failed attempt's [`RetryEvent`]. A panic in the
+    /// hook is caught and does not stop the loop.
+    ///
+    /// # Default
+    /// None (the event still goes to `tracing`).
+    #[must_use]
+    pub fn on_retry<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&RetryEvent<'_>) + Send + Sync + 'static,
+    {
+        self.on_retry = Some(Arc::new(hook));
+        self
+    }
+
+    /// Checks the settings and builds the policy.
+    pub fn build(self) -> Result<RetryPolicy, PolicyError> {
+        if self.max_attempts == 0 {
+            return Err(PolicyError::ZeroAttempts);
+        }
+        if let Backoff::Exponential { factor, .. } = self.backoff {
+            if !(factor >= 1.0 && factor.is_finite()) {
+                return Err(PolicyError::Factor(factor));
+            }
+        }
+        if let Jitter::Proportional(f) = self.jitter {
+            if !(0.0..=1.0).contains(&f) {
+                return Err(PolicyError::Jitter(f));
+            }
+        }
+        if let Some(max) = self.max_delay {
+            let initial = self.backoff.initial();
+            if max < initial {
+                return Err(PolicyError::MaxDelayBelowInitial { max_delay: max, initial });
+            }
+        }
+        Ok(RetryPolicy {
+            inner: Arc::new(Inner {
+                max_attempts: self.max_attempts,
+                backoff: self.backoff,
+                max_delay: self.max_delay,
+                jitter: self.jitter,
+                max_elapsed: self.max_elapsed,
+                retry_on: self.retry_on,
+                retry_ambiguous: self.retry_ambiguous,
+                classifier: self.classifier,
+                on_retry: self.on_retry,
+            }),
+        })
+    }
+}
+
+/// A setting [`RetryPolicyBuilder::build`] rejected. The message names the setting.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PolicyError {
+    /// `max_attempts` was 0.
+    ZeroAttempts,
+    /// The exponential `factor` was below 1, infinite or NaN.
+    Factor(f64),
+    /// The proportional `jitter` was outside `0..=1` or NaN.
+    Jitter(f64),
+    /// `max_delay` was below the first wait.
+    MaxDelayBelowInitial {
+        /// The cap asked for.
+        max_delay: Duration,
+        /// The first wait of the backoff.
+        initial: Duration,
+    },
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyError::ZeroAttempts => f.write_str("max_attempts must be at least 1 (got 0)"),
+            PolicyError::Factor(x) => {
+                write!(f, "backoff factor must be a finite number of at least 1 (got {x})")
+            }
+            PolicyError::Jitter(x) => write!(f, "jitter must be within 0..=1 (got {x})"),
+            PolicyError::MaxDelayBelowInitial { max_delay, initial } => write!(
+                f,
+                "max_delay ({max_delay:?}) must not be below the initial backoff delay ({initial:?})"
+            ),
+        }
+    }
+}
+
+impl Error for PolicyError {}

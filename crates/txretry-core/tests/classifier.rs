@@ -1,0 +1,189 @@
+//! The classifier's rules: typed codes are authoritative, the cause walk has a depth,
+//! composition keeps the defaults you keep. A stand-in driver error registers its codes
+//! the way an adapter does (hand-built values are fine here; the adapters' tests provoke
+//! real ones).
+
+use std::error::Error;
+use std::fmt;
+
+use txretry_core::{
+    Classification, Classifier, Code, Profile, RetryPolicy, SqlState, TransientKind, Verdict,
+    classify,
+};
+
+/// A stand-in for a driver's typed database error.
+#[derive(Debug)]
+struct DbError {
+    sqlstate: &'static str,
+    message: &'static str,
+}
+
+impl fmt::Display for DbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message)
+    }
+}
+impl Error for DbError {}
+
+fn extract(error: &(dyn Error + 'static)) -> Option<Code> {
+    let e = error.downcast_ref::<DbError>()?;
+    SqlState::new(e.sqlstate).map(Code::SqlState)
+}
+txretry_core::register_extractor!(TEST_DRIVER = extract);
+
+fn db(sqlstate: &'static str, message: &'static str) -> DbError {
+    DbError { sqlstate, message }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ServiceError {
+    #[error("database failed")]
+    Db(#[source] DbError),
+    #[error("repository failed")]
+    Repo(#[source] Box<ServiceError>),
+}
+
+#[test]
+fn a_typed_code_is_classified_by_the_table() {
+    let c = classify(&db("40P01", "deadlock detected"));
+    assert_eq!(c.verdict, Verdict::Transient(TransientKind::Deadlock));
+    assert_eq!(c.code, Some(Code::SqlState(SqlState::from_static("40P01"))));
+}
+
+#[test]
+fn a_typed_code_beats_the_message() {
+    // RAISE EXCEPTION 'deadlock in order %' arrives with SQLSTATE P0001.
+    let c = classify(&db("P0001", "deadlock in order 17"));
+    assert_eq!(c.verdict, Verdict::Permanent);
+    assert_eq!(c.code, Some(Code::SqlState(SqlState::from_static("P0001"))));
+}
+
+#[test]
+fn a_typed_code_at_depth_one_beats_a_message_at_depth_zero() {
+    #[derive(Debug, thiserror::Error)]
+    #[error("deadlock while saving order")]
+    struct Wrapper(#[source] DbError);
+    let c = classify(&Wrapper(db("23505", "duplicate key")));
+    assert_eq!(c.verdict, Verdict::Permanent);
+}
+
+#[test]
+fn thiserror_wrapper_is_classified_through_one_level_but_not_two() {
+    let one = ServiceError::Db(db("40001", "could not serialize access"));
+    assert_eq!(classify(&one).verdict, Verdict::Transient(TransientKind::SerializationFailure));
+
+    let two = ServiceError::Repo(Box::new(ServiceError::Db(db("40001", "could not serialize access"))));
+    assert_eq!(classify(&two).verdict, Verdict::Permanent);
+    let deeper = Classifier::default().depth(2);
+    assert_eq!(
+        deeper.classify(&two).verdict,
+        Verdict::Transient(TransientKind::SerializationFailure)
+    );
+}
+
+#[test]
+fn anyhow_context_is_classified_through_one_level_but_not_two() {
+    let one = anyhow::Error::new(db("40P01", "deadlock detected")).context("saving order");
+    let as_dyn: &(dyn Error + 'static) = one.as_ref();
+    assert_eq!(classify(as_dyn).verdict, Verdict::Transient(TransientKind::Deadlock));
+
+    let two = anyhow::Error::new(db("40P01", "x")).context("saving order").context("handling request");
+    let as_dyn: &(dyn Error + 'static) = two.as_ref();
+    assert_eq!(classify(as_dyn).verdict, Verdict::Permanent);
+    assert_eq!(
+        Classifier::default().depth(2).classify(as_dyn).verdict,
+        Verdict::Transient(TransientKind::Deadlock)
+    );
+}
+
+#[test]
+fn a_source_that_returns_itself_terminates_as_permanent() {
+    #[derive(Debug)]
+    struct Loop;
+    impl fmt::Display for Loop {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("loop")
+        }
+    }
+    impl Error for Loop {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(self)
+        }
+    }
+    assert_eq!(Classifier::default().depth(usize::MAX).classify(&Loop), Classification::PERMANENT);
+}
+
+#[test]
+fn message_fallback_is_used_only_without_a_typed_code() {
+    let plain = std::io::Error::other("Lock wait timeout exceeded; try restarting transaction");
+    let c = classify(&plain);
+    assert_eq!(c.verdict, Verdict::Transient(TransientKind::LockTimeout));
+    assert_eq!(c.code, Some(Code::Message("lock wait timeout")));
+    assert_eq!(Classifier::default().message_fallback(false).classify(&plain).verdict, Verdict::Permanent);
+}
+
+#[test]
+fn widening_with_a_code_keeps_the_defaults() {
+    let c = Classifier::default()
+        .with_code(Code::SqlState(SqlState::from_static("P0001")), Verdict::Transient(TransientKind::Busy));
+    assert_eq!(c.classify(&db("P0001", "x")).verdict, Verdict::Transient(TransientKind::Busy));
+    assert_eq!(c.classify(&db("40P01", "x")).verdict, Verdict::Transient(TransientKind::Deadlock));
+}
+
+#[test]
+fn widening_with_a_closure_falls_through_on_none() {
+    let c = Classifier::default().with_fn(|e| {
+        e.to_string()
+            .contains("try later")
+            .then_some(Classification::new(Verdict::Transient(TransientKind::Busy), None))
+    });
+    assert_eq!(c.classify(&std::io::Error::other("try later")).verdict, Verdict::Transient(TransientKind::Busy));
+    assert_eq!(c.classify(&db("40001", "x")).verdict, Verdict::Transient(TransientKind::SerializationFailure));
+    assert_eq!(c.classify(&std::io::Error::other("nope")).verdict, Verdict::Permanent);
+}
+
+#[test]
+fn narrowing_drops_a_kind_and_keeps_the_rest() {
+    let c = Classifier::default().without(TransientKind::Deadlock);
+    assert_eq!(c.classify(&db("40P01", "x")).verdict, Verdict::Permanent);
+    assert_eq!(c.classify(&db("55P03", "x")).verdict, Verdict::Transient(TransientKind::LockTimeout));
+}
+
+#[test]
+fn replacing_with_empty_recognises_only_what_is_added() {
+    let c = Classifier::empty().with_profile(Profile::CockroachDb);
+    assert_eq!(c.classify(&db("40001", "x")).verdict, Verdict::Transient(TransientKind::SerializationFailure));
+    assert_eq!(c.classify(&db("40003", "x")).verdict, Verdict::Ambiguous);
+    assert_eq!(c.classify(&db("40P01", "deadlock")).verdict, Verdict::Permanent);
+}
+
+#[test]
+fn a_user_classifier_can_fall_back_to_the_default() {
+    let c = Classifier::from_fn(|e| {
+        if e.to_string() == "flaky" {
+            Some(Classification::new(Verdict::Transient(TransientKind::Connection), None))
+        } else {
+            Some(classify(e))
+        }
+    });
+    assert_eq!(c.classify(&std::io::Error::other("flaky")).verdict, Verdict::Transient(TransientKind::Connection));
+    assert_eq!(c.classify(&db("40P01", "x")).verdict, Verdict::Transient(TransientKind::Deadlock));
+}
+
+#[test]
+fn the_policy_classifies_with_its_own_classifier() {
+    let policy = RetryPolicy::builder()
+        .classifier(Classifier::default().without(TransientKind::SerializationFailure))
+        .build()
+        .unwrap();
+    assert_eq!(policy.classify(&db("40001", "x")).verdict, Verdict::Permanent);
+    assert_eq!(RetryPolicy::default().classify(&db("40001", "x")).verdict, Verdict::Transient(TransientKind::SerializationFailure));
+}
+
+#[test]
+fn broken_connection_io_errors_are_connection() {
+    let e = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+    assert_eq!(classify(&e), Classification::new(Verdict::Transient(TransientKind::Connection), Some(Code::Driver("io"))));
+    let not_found = std::io::Error::from(std::io::ErrorKind::NotFound);
+    assert_eq!(classify(&not_found).verdict, Verdict::Permanent);
+}

@@ -1,0 +1,127 @@
+//! Building policies: defaults, rejected settings, and delays that stay in bounds.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use txretry_core::{Backoff, Decision, Jitter, PolicyError, RetryPolicy, TransientKind, Verdict};
+
+const DEADLOCK: Verdict = Verdict::Transient(TransientKind::Deadlock);
+
+#[test]
+fn default_is_two_attempts_with_150ms_linear_backoff() {
+    let p = RetryPolicy::default();
+    assert_eq!(p.max_attempts(), 2);
+    assert_eq!(p.decide(DEADLOCK, 1, Duration::ZERO, 0.9), Decision::RetryAfter(Duration::from_millis(150)));
+}
+
+#[test]
+fn zero_attempts_is_rejected_naming_the_field() {
+    let err = RetryPolicy::builder().max_attempts(0).build().unwrap_err();
+    assert_eq!(err, PolicyError::ZeroAttempts);
+    assert!(err.to_string().contains("max_attempts"));
+}
+
+#[test]
+fn factor_below_one_or_nan_is_rejected_naming_the_field() {
+    for factor in [0.5, f64::NAN, f64::INFINITY, -1.0] {
+        let err = RetryPolicy::builder()
+            .backoff(Backoff::Exponential { initial: Duration::from_millis(1), factor })
+            .build()
+            .unwrap_err();
+        assert!(matches!(err, PolicyError::Factor(_)), "{factor}");
+        assert!(err.to_string().contains("factor"));
+    }
+}
+
+#[test]
+fn jitter_outside_0_to_1_is_rejected_naming_the_field() {
+    for f in [-0.1, 1.5, f64::NAN] {
+        let err = RetryPolicy::builder().jitter(Jitter::Proportional(f)).build().unwrap_err();
+        assert!(matches!(err, PolicyError::Jitter(_)), "{f}");
+        assert!(err.to_string().contains("jitter"));
+    }
+}
+
+#[test]
+fn max_delay_below_initial_is_rejected_naming_the_field() {
+    let err = RetryPolicy::builder()
+        .backoff(Backoff::Constant(Duration::from_millis(100)))
+        .max_delay(Duration::from_millis(10))
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, PolicyError::MaxDelayBelowInitial { .. }));
+    assert!(err.to_string().contains("max_delay"));
+}
+
+#[test]
+fn ambiguous_is_retried_only_when_idempotent() {
+    let plain = RetryPolicy::default();
+    assert!(matches!(plain.decide(Verdict::Ambiguous, 1, Duration::ZERO, 0.0), Decision::Stop(_)));
+    let idem = RetryPolicy::builder().idempotent(true).build().unwrap();
+    assert!(matches!(idem.decide(Verdict::Ambiguous, 1, Duration::ZERO, 0.0), Decision::RetryAfter(_)));
+}
+
+#[test]
+fn locked_and_connection_are_opt_in() {
+    let p = RetryPolicy::default();
+    for kind in [TransientKind::Locked, TransientKind::Connection] {
+        assert!(matches!(p.decide(Verdict::Transient(kind), 1, Duration::ZERO, 0.0), Decision::Stop(_)));
+    }
+    let opted = RetryPolicy::builder().retry_on([TransientKind::Connection]).build().unwrap();
+    assert!(matches!(
+        opted.decide(Verdict::Transient(TransientKind::Connection), 1, Duration::ZERO, 0.0),
+        Decision::RetryAfter(_)
+    ));
+}
+
+proptest! {
+    #[test]
+    fn exponential_delay_with_full_jitter_stays_within_0_and_the_cap(
+        initial_ms in 1u64..1_000,
+        factor in 1.0f64..8.0,
+        cap_factor in 1u64..100,
+        attempt in 1u32..64,
+        unit in 0.0f64..1.0,
+    ) {
+        let initial = Duration::from_millis(initial_ms);
+        let cap = initial * u32::try_from(cap_factor).unwrap();
+        let p = RetryPolicy::builder()
+            .max_attempts(u32::MAX)
+            .backoff(Backoff::Exponential { initial, factor })
+            .max_delay(cap)
+            .jitter(Jitter::Full)
+            .build()
+            .unwrap();
+        let Decision::RetryAfter(d) = p.decide(DEADLOCK, attempt, Duration::ZERO, unit) else {
+            panic!("expected a retry");
+        };
+        let base = Backoff::Exponential { initial, factor }.delay(attempt).min(cap);
+        prop_assert!(d <= base, "{d:?} > {base:?}");
+        prop_assert!(d <= cap);
+    }
+
+    #[test]
+    fn exponential_delay_with_proportional_jitter_stays_within_plus_minus_f(
+        initial_ms in 1u64..1_000,
+        factor in 1.0f64..4.0,
+        attempt in 1u32..20,
+        f in 0.0f64..=1.0,
+        unit in 0.0f64..1.0,
+    ) {
+        let initial = Duration::from_millis(initial_ms);
+        let backoff = Backoff::Exponential { initial, factor };
+        let p = RetryPolicy::builder()
+            .max_attempts(u32::MAX)
+            .backoff(backoff)
+            .jitter(Jitter::Proportional(f))
+            .build()
+            .unwrap();
+        let Decision::RetryAfter(d) = p.decide(DEADLOCK, attempt, Duration::ZERO, unit) else {
+            panic!("expected a retry");
+        };
+        let base = backoff.delay(attempt).as_secs_f64();
+        let (lo, hi) = (base * (1.0 - f), base * (1.0 + f));
+        // One nanosecond of slack for the float-to-Duration rounding.
+        prop_assert!(d.as_secs_f64() >= lo - 1e-9 && d.as_secs_f64() <= hi + 1e-9, "{d:?} not in {lo}..={hi}");
+    }
+}

@@ -1,0 +1,265 @@
+//! The retry loop's behaviour, under paused tokio time (no real sleeping).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use txretry_core::{Backoff, Code, RetryEvent, RetryPolicy, TransientKind};
+
+#[derive(Debug, thiserror::Error)]
+enum AppError {
+    #[error("Deadlock found when trying to get lock; try restarting transaction")]
+    Deadlock,
+    #[error("order {0} not found")]
+    NotFound(u32),
+}
+
+/// What an `on_retry` hook saw, copied out of the borrowed event.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    attempt: u32,
+    max_attempts: u32,
+    delay: Duration,
+    kind: Option<TransientKind>,
+    code: Option<Code>,
+    error: String,
+}
+
+fn recording(policy: txretry_core::RetryPolicyBuilder) -> (RetryPolicy, Arc<Mutex<Vec<Seen>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let policy = policy
+        .on_retry(move |e: &RetryEvent<'_>| {
+            sink.lock().unwrap().push(Seen {
+                attempt: e.attempt,
+                max_attempts: e.max_attempts,
+                delay: e.delay,
+                kind: e.kind(),
+                code: e.code,
+                error: e.error.to_string(),
+            })
+        })
+        .build()
+        .unwrap();
+    (policy, seen)
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_then_success_runs_twice_and_fires_one_event_with_attempt_1() {
+    let (policy, seen) = recording(RetryPolicy::builder());
+    let mut calls = 0;
+    let result = policy
+        .run(async || {
+            calls += 1;
+            if calls == 1 { Err(AppError::Deadlock) } else { Ok("done") }
+        })
+        .await;
+    assert_eq!(result.unwrap(), "done");
+    assert_eq!(calls, 2);
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        *seen,
+        vec![Seen {
+            attempt: 1,
+            max_attempts: 2,
+            delay: Duration::from_millis(150),
+            kind: Some(TransientKind::Deadlock),
+            code: Some(Code::Message("deadlock")),
+            error: AppError::Deadlock.to_string(),
+        }]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn business_error_runs_once_and_is_returned_unchanged() {
+    let (policy, seen) = recording(RetryPolicy::builder().max_attempts(5));
+    let mut calls = 0;
+    let result: Result<(), AppError> = policy
+        .run(async || {
+            calls += 1;
+            Err(AppError::NotFound(17))
+        })
+        .await;
+    assert!(matches!(result, Err(AppError::NotFound(17))));
+    assert_eq!(calls, 1);
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn persistent_transient_error_with_3_attempts_runs_3_times_and_returns_it() {
+    let (policy, seen) = recording(RetryPolicy::builder().max_attempts(3));
+    let mut calls = 0;
+    let result: Result<(), AppError> = policy
+        .run(async || {
+            calls += 1;
+            Err(AppError::Deadlock)
+        })
+        .await;
+    assert!(matches!(result, Err(AppError::Deadlock)));
+    assert_eq!(calls, 3);
+    let attempts: Vec<u32> = seen.lock().unwrap().iter().map(|s| s.attempt).collect();
+    assert_eq!(attempts, [1, 2]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn disabled_runs_once() {
+    let mut calls = 0;
+    let result: Result<(), AppError> = RetryPolicy::disabled()
+        .run(async || {
+            calls += 1;
+            Err(AppError::Deadlock)
+        })
+        .await;
+    assert!(matches!(result, Err(AppError::Deadlock)));
+    assert_eq!(calls, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn default_linear_backoff_waits_exactly_150ms_then_300ms() {
+    let policy = RetryPolicy::builder().max_attempts(3).build().unwrap();
+    let start = tokio::time::Instant::now();
+    let mut started_at = Vec::new();
+    let _: Result<(), AppError> = policy
+        .run(async || {
+            started_at.push(start.elapsed());
+            Err(AppError::Deadlock)
+        })
+        .await;
+    assert_eq!(
+        started_at,
+        [Duration::ZERO, Duration::from_millis(150), Duration::from_millis(450)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_elapsed_stops_before_a_wait_that_would_overrun_it() {
+    let policy = RetryPolicy::builder()
+        .max_attempts(10)
+        .backoff(Backoff::Constant(Duration::from_millis(100)))
+        .max_elapsed(Duration::from_millis(250))
+        .build()
+        .unwrap();
+    let mut calls = 0;
+    let _: Result<(), AppError> = policy
+        .run(async || {
+            calls += 1;
+            Err(AppError::Deadlock)
+        })
+        .await;
+    // Starts at 0, 100, 200; the wait to 300 would overrun 250.
+    assert_eq!(calls, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_hook_does_not_break_the_loop() {
+    let policy = RetryPolicy::builder()
+        .max_attempts(3)
+        .on_retry(|_| panic!("hook bug"))
+        .build()
+        .unwrap();
+    let mut calls = 0;
+    let result = policy
+        .run(async || {
+            calls += 1;
+            if calls < 3 { Err(AppError::Deadlock) } else { Ok(()) }
+        })
+        .await;
+    assert!(result.is_ok());
+    assert_eq!(calls, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn kinds_outside_retry_on_are_not_retried() {
+    let policy = RetryPolicy::builder()
+        .max_attempts(3)
+        .retry_on([TransientKind::SerializationFailure])
+        .build()
+        .unwrap();
+    let mut calls = 0;
+    let _: Result<(), AppError> = policy
+        .run(async || {
+            calls += 1;
+            Err(AppError::Deadlock)
+        })
+        .await;
+    assert_eq!(calls, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn anyhow_and_boxed_errors_are_classified_and_returned_unchanged() {
+    let policy = RetryPolicy::builder().max_attempts(2).build().unwrap();
+    let mut calls = 0;
+    let r: Result<(), anyhow::Error> = policy
+        .run(async || {
+            calls += 1;
+            Err(anyhow::anyhow!("deadlock detected"))
+        })
+        .await;
+    assert_eq!(r.unwrap_err().to_string(), "deadlock detected");
+    assert_eq!(calls, 2);
+
+    let mut calls = 0;
+    let r: Result<(), Box<dyn std::error::Error + Send + Sync>> = policy
+        .run(async || {
+            calls += 1;
+            Err("lock wait timeout exceeded".into())
+        })
+        .await;
+    assert_eq!(r.unwrap_err().to_string(), "lock wait timeout exceeded");
+    assert_eq!(calls, 2);
+}
+
+/// Captures are moved into the closure: rustc cannot yet prove `Send` for an async closure
+/// that borrows from the spawned future (rust-lang/rust#100013), whatever the callee.
+#[tokio::test(start_paused = true)]
+async fn the_run_future_is_send_and_can_be_spawned() {
+    let policy = RetryPolicy::default();
+    let task = tokio::spawn(async move {
+        let mut calls = 0u32;
+        policy
+            .run(async move || {
+                calls += 1;
+                tokio::task::yield_now().await;
+                if calls == 1 { Err(AppError::Deadlock) } else { Ok(calls) }
+            })
+            .await
+    });
+    assert_eq!(task.await.unwrap().unwrap(), 2);
+}
+
+#[test]
+fn async_and_blocking_loops_make_the_same_attempts_for_the_same_errors() {
+    type Script = Vec<Result<u8, AppError>>;
+    let scripts: Vec<Script> = vec![
+        vec![Ok(1)],
+        vec![Err(AppError::Deadlock), Ok(2)],
+        vec![Err(AppError::Deadlock), Err(AppError::Deadlock), Err(AppError::Deadlock), Ok(3)],
+        vec![Err(AppError::NotFound(1)), Ok(4)],
+        vec![Err(AppError::Deadlock), Err(AppError::NotFound(2)), Ok(5)],
+        (0..10).map(|_| Err(AppError::Deadlock)).collect(),
+    ];
+    let policy = RetryPolicy::builder()
+        .max_attempts(4)
+        .backoff(Backoff::Constant(Duration::from_micros(1)))
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    for script in scripts {
+        let replay = |script: &Script, i: usize| match &script[i] {
+            Ok(v) => Ok(*v),
+            Err(AppError::Deadlock) => Err(AppError::Deadlock),
+            Err(AppError::NotFound(n)) => Err(AppError::NotFound(*n)),
+        };
+        let mut blocking_calls = 0;
+        let blocking = policy.run_blocking(|| {
+            blocking_calls += 1;
+            replay(&script, blocking_calls - 1)
+        });
+        let mut async_calls = 0;
+        let asynchronous = rt.block_on(policy.run(async || {
+            async_calls += 1;
+            replay(&script, async_calls - 1)
+        }));
+        assert_eq!(blocking_calls, async_calls, "{script:?}");
+        assert_eq!(format!("{blocking:?}"), format!("{asynchronous:?}"));
+    }
+}

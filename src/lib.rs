@@ -1,0 +1,41 @@
+//! txretry retries a database transaction, in place, when the server says the failure was
+//! transient (deadlock, lock-wait timeout, serialization failure, `SQLITE_BUSY`), and lets
+//! every other failure surface exactly once.
+//!
+//! Pick your driver with a cargo feature; `RetryPolicy::default()` then recognises its
+//! errors with no further setup:
+//!
+//! | feature | module | driver |
+//! |---|---|---|
+//! | `sqlx-postgres`, `sqlx-mysql`, `sqlx-sqlite` | [`txretry::sqlx`](crate#features) | sqlx 0.9 |
+//! | `tokio-postgres` | `txretry::tokio_postgres` | tokio-postgres 0.7 |
+//! | `mysql_async` | `txretry::mysql_async` | mysql_async 0.37 |
+//! | `rusqlite` | `txretry::rusqlite` | rusqlite 0.39 (blocking) |
+//!
+//! Without a driver feature, the core still retries any operation whose error carries a
+//! recognisable message:
+//!
+//! ```
+//! use txretry::RetryPolicy;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let policy = RetryPolicy::default(); // 2 attempts, 150 ms × N linear backoff
+//! let mut attempts = 0;
+//! let result: Result<&str, std::io::Error> = policy
+//!     .run(async || {
+//!         attempts += 1;
+//!         if attempts == 1 {
+//!             return Err(std::io::Error::other("Deadlock found when trying to get lock"));
+//!         }
+//!         Ok("committed")
+//!     })
+//!     .await;
+//! assert_eq!(result.unwrap(), "committed");
+//! # }
+//! ```
+//!
+//! # Features
+//! Each driver feature adds a module with a `transaction` runner; see the README for a
+//! ten-line example per driver.
+
+pub use txretry_core::*;
