@@ -10,6 +10,7 @@ mod classifier;
 mod code;
 mod event;
 mod message;
+mod options;
 mod policy;
 mod profile;
 mod registry;
@@ -22,14 +23,16 @@ pub use chain::{AsError, ViaDeref, ViaDerefSendSync, ViaError};
 pub use classifier::{Classifier, classify};
 pub use code::{Code, SqlState};
 pub use event::RetryEvent;
+pub use options::{Isolation, SqliteBegin, TxOptions};
 pub use policy::{Decision, PolicyError, RetryPolicy, RetryPolicyBuilder, StopReason};
 pub use profile::Profile;
 pub use registry::{CODE_EXTRACTORS, CodeExtractor};
-pub use run::TxFailure;
+pub use run::{RetryState, TxFailure};
 pub use table::default_verdict;
 pub use verdict::{Classification, KindSet, TransientKind, Verdict};
 
 #[doc(hidden)]
 pub mod __private {
     pub use linkme;
+    pub use tokio::time::sleep;
 }

@@ -1,32 +1,43 @@
-//! The retry loops. Both drive the same [`Attempts`] state, which asks the one pure
+//! The retry loops. Both drive the same [`RetryState`], which asks the one pure
 //! [`RetryPolicy::decide`]; the async and the blocking loop differ only in how they wait.
 
-use std::error::Error;
 use std::time::Duration;
 
 use crate::event::emit;
 use crate::{AsError, Classification, Decision, RetryEvent, RetryPolicy};
 
-/// The loop state shared by every runner: which attempt this is, and what to do after a
-/// failure.
-pub(crate) struct Attempts<'p> {
+
+/// The loop state every runner shares: which attempt this is, when the first began, and
+/// what to do after a failure. Runners drive it through [`retry_async!`](crate::retry_async)
+/// and [`retry_blocking!`](crate::retry_blocking); it asks the one pure
+/// [`RetryPolicy::decide`].
+#[derive(Debug)]
+pub struct RetryState<'p> {
     policy: &'p RetryPolicy,
     attempt: u32,
+    start: tokio::time::Instant,
 }
 
-impl<'p> Attempts<'p> {
-    pub(crate) fn new(policy: &'p RetryPolicy) -> Self {
-        Attempts { policy, attempt: 1 }
+impl<'p> RetryState<'p> {
+    /// A loop about to make its first attempt. Time is read from `tokio::time`, which is
+    /// the plain monotonic clock outside a runtime and honours paused time inside one.
+    pub fn new(policy: &'p RetryPolicy) -> Self {
+        RetryState { policy, attempt: 1, start: tokio::time::Instant::now() }
     }
 
-    /// The wait before the next attempt, or `None` to return the error. Fires the event
-    /// when it retries.
-    pub(crate) fn after_failure(
-        &mut self,
-        found: Classification,
-        error: &(dyn Error + 'static),
-        elapsed: Duration,
-    ) -> Option<Duration> {
+    /// The attempt about to run (or running), 1-based.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The wait before the next attempt, or `None` to return the error. Fires the
+    /// [`RetryEvent`] when it retries.
+    pub fn after_failure<E, V>(&mut self, failure: &TxFailure<E>) -> Option<Duration>
+    where
+        E: AsError<V>,
+    {
+        let found = failure.classification;
+        let elapsed = self.start.elapsed();
         match self.policy.decide(found.verdict, self.attempt, elapsed, fastrand::f64()) {
             Decision::Stop(_) => None,
             Decision::RetryAfter(delay) => {
@@ -36,7 +47,7 @@ impl<'p> Attempts<'p> {
                     delay,
                     verdict: found.verdict,
                     code: found.code,
-                    error,
+                    error: failure.error.as_error(),
                 };
                 emit(self.policy, &event);
                 self.attempt += 1;
@@ -44,6 +55,51 @@ impl<'p> Attempts<'p> {
             }
         }
     }
+}
+
+/// The async retry loop, written once for every runner.
+///
+/// `$attempt` is an expression (usually an `async { … }` block) evaluated afresh for each
+/// attempt, resolving to `Result<T, TxFailure<E>>`; the loop resolves to `Result<T, E>`.
+/// It is a macro rather than a function taking a closure because rustc cannot yet prove
+/// `Send` for a future that calls an async closure wrapping borrowed state
+/// (rust-lang/rust#100013); expanded inline with concrete types, it can.
+#[macro_export]
+macro_rules! retry_async {
+    ($policy:expr, $attempt:expr) => {{
+        let mut state = $crate::RetryState::new($policy);
+        loop {
+            match $attempt.await {
+                ::core::result::Result::Ok(value) => break ::core::result::Result::Ok(value),
+                ::core::result::Result::Err(failure) => match state.after_failure(&failure) {
+                    ::core::option::Option::Some(delay) => $crate::__private::sleep(delay).await,
+                    ::core::option::Option::None => {
+                        break ::core::result::Result::Err(failure.into_error());
+                    }
+                },
+            }
+        }
+    }};
+}
+
+/// The blocking twin of [`retry_async!`]: the same state and decisions, waiting with
+/// `std::thread::sleep`.
+#[macro_export]
+macro_rules! retry_blocking {
+    ($policy:expr, $attempt:expr) => {{
+        let mut state = $crate::RetryState::new($policy);
+        loop {
+            match $attempt {
+                ::core::result::Result::Ok(value) => break ::core::result::Result::Ok(value),
+                ::core::result::Result::Err(failure) => match state.after_failure(&failure) {
+                    ::core::option::Option::Some(delay) => ::std::thread::sleep(delay),
+                    ::core::option::Option::None => {
+                        break ::core::result::Result::Err(failure.into_error());
+                    }
+                },
+            }
+        }
+    }};
 }
 
 /// One failed attempt of a transaction runner: the caller's error and how it was judged.
@@ -118,12 +174,12 @@ impl RetryPolicy {
     /// assert_eq!(calls, 2);
     /// # }
     /// ```
-    pub async fn run<T, E, V, F>(&self, op: F) -> Result<T, E>
+    pub async fn run<T, E, V, F>(&self, mut op: F) -> Result<T, E>
     where
         F: AsyncFnMut() -> Result<T, E>,
         E: AsError<V>,
     {
-        self.retry_loop(op, TxFailure::in_body).await
+        crate::retry_async!(self, async { op().await.map_err(|e| TxFailure::in_body(self, e)) })
     }
 
     /// The blocking twin of [`run`](RetryPolicy::run): same decisions, waits with
@@ -140,80 +196,11 @@ impl RetryPolicy {
     /// assert!(result.is_err());
     /// assert_eq!(calls, 1);
     /// ```
-    pub fn run_blocking<T, E, V, F>(&self, op: F) -> Result<T, E>
+    pub fn run_blocking<T, E, V, F>(&self, mut op: F) -> Result<T, E>
     where
         F: FnMut() -> Result<T, E>,
         E: AsError<V>,
     {
-        self.retry_loop_blocking(op, TxFailure::in_body)
-    }
-
-    /// The loop behind every async transaction runner: like [`run`](RetryPolicy::run), but
-    /// each attempt reports a [`TxFailure`] that already carries its classification.
-    pub async fn run_transaction<T, E, V, F>(&self, attempt: F) -> Result<T, E>
-    where
-        F: AsyncFnMut() -> Result<T, TxFailure<E>>,
-        E: AsError<V>,
-    {
-        self.retry_loop(attempt, |_, failure| failure).await
-    }
-
-    /// The blocking twin of [`run_transaction`](RetryPolicy::run_transaction).
-    pub fn run_transaction_blocking<T, E, V, F>(&self, attempt: F) -> Result<T, E>
-    where
-        F: FnMut() -> Result<T, TxFailure<E>>,
-        E: AsError<V>,
-    {
-        self.retry_loop_blocking(attempt, |_, failure| failure)
-    }
-
-    /// The async loop. `judge` turns an attempt's error into a classified [`TxFailure`];
-    /// it is a plain function so the loop's future stays `Send` when `op`'s is.
-    async fn retry_loop<T, R, E, V, F>(
-        &self,
-        mut op: F,
-        judge: fn(&RetryPolicy, R) -> TxFailure<E>,
-    ) -> Result<T, E>
-    where
-        F: AsyncFnMut() -> Result<T, R>,
-        E: AsError<V>,
-    {
-        let start = tokio::time::Instant::now();
-        let mut attempts = Attempts::new(self);
-        loop {
-            let failure = match op().await {
-                Ok(value) => return Ok(value),
-                Err(error) => judge(self, error),
-            };
-            match attempts.after_failure(failure.classification, failure.error.as_error(), start.elapsed()) {
-                Some(delay) => tokio::time::sleep(delay).await,
-                None => return Err(failure.error),
-            }
-        }
-    }
-
-    /// The blocking loop: the same steps as [`retry_loop`](Self::retry_loop), waiting with
-    /// `std::thread::sleep`.
-    fn retry_loop_blocking<T, R, E, V, F>(
-        &self,
-        mut op: F,
-        judge: fn(&RetryPolicy, R) -> TxFailure<E>,
-    ) -> Result<T, E>
-    where
-        F: FnMut() -> Result<T, R>,
-        E: AsError<V>,
-    {
-        let start = std::time::Instant::now();
-        let mut attempts = Attempts::new(self);
-        loop {
-            let failure = match op() {
-                Ok(value) => return Ok(value),
-                Err(error) => judge(self, error),
-            };
-            match attempts.after_failure(failure.classification, failure.error.as_error(), start.elapsed()) {
-                Some(delay) => std::thread::sleep(delay),
-                None => return Err(failure.error),
-            }
-        }
+        crate::retry_blocking!(self, op().map_err(|e| TxFailure::in_body(self, e)))
     }
 }

@@ -1,0 +1,120 @@
+//! Per-transaction options every runner's `_with` variant takes. Each adapter turns them
+//! into fixed SQL of its own; nothing here is ever spliced from user text.
+
+/// How a runner begins each attempt's transaction.
+///
+/// # Default
+/// The server's default isolation, read-write, and on SQLite `BEGIN IMMEDIATE` (it takes
+/// the write lock up front, so two writers queue on `busy_timeout` instead of deadlocking
+/// on the upgrade).
+///
+/// ```
+/// use txretry_core::{Isolation, SqliteBegin, TxOptions};
+///
+/// let opts = TxOptions::new().isolation(Isolation::Serializable).read_only(true);
+/// assert_eq!(opts.get_isolation(), Some(Isolation::Serializable));
+/// let sqlite = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
+/// assert_eq!(sqlite.get_sqlite_begin().as_sql(), "BEGIN DEFERRED");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TxOptions {
+    isolation: Option<Isolation>,
+    read_only: bool,
+    sqlite_begin: SqliteBegin,
+}
+
+impl TxOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        TxOptions::default()
+    }
+
+    /// The isolation level (Postgres, MySQL/MariaDB). SQLite transactions are always
+    /// serializable and its runners ignore this.
+    #[must_use]
+    pub fn isolation(mut self, level: Isolation) -> Self {
+        self.isolation = Some(level);
+        self
+    }
+
+    /// Begin the transaction read-only (Postgres, MySQL/MariaDB; on SQLite, `query_only`
+    /// for the transaction's duration).
+    #[must_use]
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// How SQLite runners begin (ignored by other engines).
+    #[must_use]
+    pub fn sqlite_begin(mut self, begin: SqliteBegin) -> Self {
+        self.sqlite_begin = begin;
+        self
+    }
+
+    /// The isolation level asked for, if any.
+    pub fn get_isolation(&self) -> Option<Isolation> {
+        self.isolation
+    }
+
+    /// Whether the transaction is read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// How SQLite begins.
+    pub fn get_sqlite_begin(&self) -> SqliteBegin {
+        self.sqlite_begin
+    }
+}
+
+/// A standard SQL isolation level.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// READ UNCOMMITTED.
+    ReadUncommitted,
+    /// READ COMMITTED.
+    ReadCommitted,
+    /// REPEATABLE READ.
+    RepeatableRead,
+    /// SERIALIZABLE.
+    Serializable,
+}
+
+impl Isolation {
+    /// The level as SQL keywords, e.g. `"REPEATABLE READ"`.
+    pub fn as_sql(self) -> &'static str {
+        match self {
+            Isolation::ReadUncommitted => "READ UNCOMMITTED",
+            Isolation::ReadCommitted => "READ COMMITTED",
+            Isolation::RepeatableRead => "REPEATABLE READ",
+            Isolation::Serializable => "SERIALIZABLE",
+        }
+    }
+}
+
+/// How an SQLite transaction begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum SqliteBegin {
+    /// `BEGIN DEFERRED`: locks are taken on first use. A reader that later writes can fail
+    /// with `SQLITE_BUSY` / `SQLITE_BUSY_SNAPSHOT` that no busy timeout cures; the runner
+    /// retries the whole transaction.
+    Deferred,
+    /// `BEGIN IMMEDIATE`: the write lock is taken at once.
+    #[default]
+    Immediate,
+    /// `BEGIN EXCLUSIVE`.
+    Exclusive,
+}
+
+impl SqliteBegin {
+    /// The statement that begins the transaction.
+    pub fn as_sql(self) -> &'static str {
+        match self {
+            SqliteBegin::Deferred => "BEGIN DEFERRED",
+            SqliteBegin::Immediate => "BEGIN IMMEDIATE",
+            SqliteBegin::Exclusive => "BEGIN EXCLUSIVE",
+        }
+    }
+}
