@@ -4,6 +4,7 @@
 //!
 //! Most users depend on the `txretry` facade with a driver feature instead of this crate.
 
+mod admission;
 mod backoff;
 mod chain;
 mod classifier;
@@ -18,6 +19,7 @@ mod run;
 mod table;
 mod verdict;
 
+pub use admission::Admission;
 pub use backoff::{Backoff, Jitter};
 pub use chain::{AsError, ViaDeref, ViaDerefSendSync, ViaError};
 pub use classifier::{Classifier, classify};
@@ -33,6 +35,7 @@ pub use verdict::{Classification, KindSet, TransientKind, Verdict};
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::admission::{Permit, admit};
     pub use linkme;
     pub use tokio::time::sleep;
 }

@@ -21,6 +21,7 @@ pub struct TxOptions {
     isolation: Option<Isolation>,
     read_only: bool,
     sqlite_begin: SqliteBegin,
+    keys: Vec<u64>,
 }
 
 impl TxOptions {
@@ -50,6 +51,25 @@ impl TxOptions {
     pub fn sqlite_begin(mut self, begin: SqliteBegin) -> Self {
         self.sqlite_begin = begin;
         self
+    }
+
+    /// Names a key this transaction contends on (a row, an account, a tenant): under a
+    /// policy with [`Admission::per_key`](crate::Admission::per_key), attempts naming the
+    /// same key never run at the same time in this process. Call it once per key; any
+    /// `Hash` value works (`42`, `("account", 42)`).
+    #[must_use]
+    pub fn contends_on(mut self, key: impl std::hash::Hash) -> Self {
+        let key = crate::admission::key_of(key);
+        // Sorted and without repeats: keys are always taken in one order.
+        if let Err(at) = self.keys.binary_search(&key) {
+            self.keys.insert(at, key);
+        }
+        self
+    }
+
+    /// The named keys, as admission stores them (hashed, sorted).
+    pub(crate) fn keys(&self) -> &[u64] {
+        &self.keys
     }
 
     /// The isolation level asked for, if any.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::event::Hook;
-use crate::{Backoff, Classification, Classifier, Jitter, KindSet, RetryEvent, Verdict};
+use crate::{Admission, Backoff, Classification, Classifier, Jitter, KindSet, RetryEvent, Verdict};
 
 /// How a transaction is retried: how many attempts, how long to wait, what counts as
 /// transient. Cheap to clone (an `Arc` inside) and shareable across tasks.
@@ -45,6 +45,7 @@ struct Inner {
     retry_ambiguous: bool,
     classifier: Classifier,
     on_retry: Option<Hook>,
+    admission: Option<Admission>,
 }
 
 /// What to do after a failed attempt.
@@ -89,6 +90,11 @@ impl RetryPolicy {
     /// Attempts in total, the first one included.
     pub fn max_attempts(&self) -> u32 {
         self.inner.max_attempts
+    }
+
+    /// The limit on the time spent retrying, if any.
+    pub fn max_elapsed(&self) -> Option<Duration> {
+        self.inner.max_elapsed
     }
 
     /// The classifier this policy uses.
@@ -143,6 +149,10 @@ impl RetryPolicy {
     pub(crate) fn on_retry_hook(&self) -> Option<&Hook> {
         self.inner.on_retry.as_ref()
     }
+
+    pub(crate) fn admission(&self) -> Option<&Admission> {
+        self.inner.admission.as_ref()
+    }
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -158,6 +168,7 @@ impl fmt::Debug for RetryPolicy {
             .field("retry_ambiguous", &p.retry_ambiguous)
             .field("classifier", &p.classifier)
             .field("on_retry", &p.on_retry.is_some())
+            .field("admission", &p.admission)
             .finish()
     }
 }
@@ -174,6 +185,7 @@ pub struct RetryPolicyBuilder {
     retry_ambiguous: bool,
     classifier: Classifier,
     on_retry: Option<Hook>,
+    admission: Option<Admission>,
 }
 
 impl Default for RetryPolicyBuilder {
@@ -188,6 +200,7 @@ impl Default for RetryPolicyBuilder {
             retry_ambiguous: false,
             classifier: Classifier::default(),
             on_retry: None,
+            admission: None,
         }
     }
 }
@@ -289,6 +302,18 @@ impl RetryPolicyBuilder {
         self
     }
 
+    /// Contention-aware admission: async runners make transactions that name the same key
+    /// (see [`TxOptions::contends_on`](crate::TxOptions::contends_on)) take turns instead of
+    /// colliding. See [`Admission`].
+    ///
+    /// # Default
+    /// None: every attempt starts at once.
+    #[must_use]
+    pub fn admission(mut self, admission: Admission) -> Self {
+        self.admission = Some(admission);
+        self
+    }
+
     /// Checks the settings and builds the policy.
     pub fn build(self) -> Result<RetryPolicy, PolicyError> {
         if self.max_attempts == 0 {
@@ -321,6 +346,7 @@ impl RetryPolicyBuilder {
                 retry_ambiguous: self.retry_ambiguous,
                 classifier: self.classifier,
                 on_retry: self.on_retry,
+                admission: self.admission,
             }),
         })
     }

@@ -15,14 +15,16 @@ use crate::{AsError, Classification, Decision, RetryEvent, RetryPolicy};
 pub struct RetryState<'p> {
     policy: &'p RetryPolicy,
     attempt: u32,
-    start: tokio::time::Instant,
+    /// Read only when the policy has a `max_elapsed`: the happy path skips the clock.
+    start: Option<tokio::time::Instant>,
 }
 
 impl<'p> RetryState<'p> {
     /// A loop about to make its first attempt. Time is read from `tokio::time`, which is
     /// the plain monotonic clock outside a runtime and honours paused time inside one.
     pub fn new(policy: &'p RetryPolicy) -> Self {
-        RetryState { policy, attempt: 1, start: tokio::time::Instant::now() }
+        let start = policy.max_elapsed().map(|_| tokio::time::Instant::now());
+        RetryState { policy, attempt: 1, start }
     }
 
     /// The attempt about to run (or running), 1-based.
@@ -37,7 +39,7 @@ impl<'p> RetryState<'p> {
         E: AsError<V>,
     {
         let found = failure.classification;
-        let elapsed = self.start.elapsed();
+        let elapsed = self.start.map_or(Duration::ZERO, |start| start.elapsed());
         match self.policy.decide(found.verdict, self.attempt, elapsed, fastrand::f64()) {
             Decision::Stop(_) => None,
             Decision::RetryAfter(delay) => {
@@ -64,12 +66,25 @@ impl<'p> RetryState<'p> {
 /// It is a macro rather than a function taking a closure because rustc cannot yet prove
 /// `Send` for a future that calls an async closure wrapping borrowed state
 /// (rust-lang/rust#100013); expanded inline with concrete types, it can.
+///
+/// With `options = &TxOptions`, each attempt first waits for the policy's
+/// [`Admission`](crate::Admission) on the keys the options name, and releases them when
+/// the attempt ends (before any backoff wait).
 #[macro_export]
 macro_rules! retry_async {
-    ($policy:expr, $attempt:expr) => {{
-        let mut state = $crate::RetryState::new($policy);
+    ($policy:expr, $attempt:expr) => {
+        $crate::retry_async!($policy, options = &$crate::TxOptions::new(), $attempt)
+    };
+    ($policy:expr, options = $options:expr, $attempt:expr) => {{
+        let policy: &$crate::RetryPolicy = $policy;
+        let options: &$crate::TxOptions = $options;
+        let mut state = $crate::RetryState::new(policy);
         loop {
-            match $attempt.await {
+            let outcome = {
+                let _permit = $crate::__private::admit(policy, options).await;
+                $attempt.await
+            };
+            match outcome {
                 ::core::result::Result::Ok(value) => break ::core::result::Result::Ok(value),
                 ::core::result::Result::Err(failure) => match state.after_failure(&failure) {
                     ::core::option::Option::Some(delay) => $crate::__private::sleep(delay).await,
@@ -135,10 +150,17 @@ impl<E> TxFailure<E> {
         TxFailure { error, classification }
     }
 
-    /// How the failure was judged; runners use it to decide whether to discard the
-    /// connection (a [`Connection`](crate::TransientKind::Connection) failure).
+    /// How the failure was judged.
     pub fn classification(&self) -> Classification {
         self.classification
+    }
+
+    /// Whether the runner must discard the connection instead of returning it to its pool:
+    /// the failure was a [`Connection`](crate::TransientKind::Connection) one, or the driver
+    /// itself (not the server) reported it, so the connection's state is unknown.
+    pub fn discards_connection(&self) -> bool {
+        self.classification.verdict == crate::Verdict::Transient(crate::TransientKind::Connection)
+            || matches!(self.classification.code, Some(crate::Code::Driver(_)))
     }
 
     /// The caller's error.
