@@ -57,14 +57,23 @@ impl Admission {
                 .clone();
             held.push((key, lock.lock_owned().await));
         }
-        Permit { admission: self.clone(), held }
+        Permit {
+            admission: self.clone(),
+            held,
+        }
     }
 }
 
 impl fmt::Debug for Admission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner).len();
-        f.debug_struct("Admission").field("keys_in_use", &keys).finish()
+        let keys = self
+            .keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        f.debug_struct("Admission")
+            .field("keys_in_use", &keys)
+            .finish()
     }
 }
 
@@ -80,9 +89,16 @@ impl Drop for Permit {
         let keys: Vec<u64> = self.held.iter().map(|(k, _)| *k).collect();
         self.held.clear();
         // Forget keys nobody holds or waits for, so the map does not grow without bound.
-        let mut map = self.admission.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self
+            .admission
+            .keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         for key in keys {
-            if map.get(&key).is_some_and(|lock| Arc::strong_count(lock) == 1) {
+            if map
+                .get(&key)
+                .is_some_and(|lock| Arc::strong_count(lock) == 1)
+            {
                 map.remove(&key);
             }
         }
@@ -100,7 +116,9 @@ pub(crate) fn key_of(key: impl Hash) -> u64 {
 #[doc(hidden)]
 pub async fn admit(policy: &crate::RetryPolicy, options: &crate::TxOptions) -> Option<Permit> {
     match policy.admission() {
-        Some(admission) if !options.keys().is_empty() => Some(admission.admit(options.keys()).await),
+        Some(admission) if !options.keys().is_empty() => {
+            Some(admission.admit(options.keys()).await)
+        }
         _ => None,
     }
 }
@@ -115,9 +133,15 @@ mod tests {
         let admission = Admission::per_key();
         let first = admission.admit(&[1]).await;
         let mut second = Box::pin(admission.admit(&[1]));
-        assert!(tokio::time::timeout(Duration::from_secs(1), &mut second).await.is_err());
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), &mut second)
+                .await
+                .is_err()
+        );
         drop(first);
-        let _second = tokio::time::timeout(Duration::from_secs(1), second).await.expect("admitted");
+        let _second = tokio::time::timeout(Duration::from_secs(1), second)
+            .await
+            .expect("admitted");
     }
 
     #[tokio::test(start_paused = true)]

@@ -84,18 +84,30 @@ mod tests {
     #[test]
     fn linear_grows_by_one_step_per_attempt() {
         let b = Backoff::Linear(150 * MS);
-        assert_eq!([b.delay(1), b.delay(2), b.delay(3)], [150 * MS, 300 * MS, 450 * MS]);
+        assert_eq!(
+            [b.delay(1), b.delay(2), b.delay(3)],
+            [150 * MS, 300 * MS, 450 * MS]
+        );
     }
 
     #[test]
     fn exponential_multiplies_by_the_factor() {
-        let b = Backoff::Exponential { initial: 10 * MS, factor: 2.0 };
-        assert_eq!([b.delay(1), b.delay(2), b.delay(4)], [10 * MS, 20 * MS, 80 * MS]);
+        let b = Backoff::Exponential {
+            initial: 10 * MS,
+            factor: 2.0,
+        };
+        assert_eq!(
+            [b.delay(1), b.delay(2), b.delay(4)],
+            [10 * MS, 20 * MS, 80 * MS]
+        );
     }
 
     #[test]
     fn huge_values_saturate_instead_of_panicking() {
-        let b = Backoff::Exponential { initial: Duration::from_secs(1), factor: 10.0 };
+        let b = Backoff::Exponential {
+            initial: Duration::from_secs(1),
+            factor: 10.0,
+        };
         assert_eq!(b.delay(u32::MAX), Duration::MAX);
         assert_eq!(Backoff::Linear(Duration::MAX).delay(3), Duration::MAX);
     }

@@ -62,7 +62,9 @@ pub(crate) fn links<'e>(
         }
         remaining -= 1;
         let current = next?;
-        next = current.source().filter(|s| !same(*s, current) && !same(*s, root));
+        next = current
+            .source()
+            .filter(|s| !same(*s, current) && !same(*s, root));
         Some(current)
     })
 }

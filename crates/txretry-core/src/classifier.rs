@@ -72,7 +72,11 @@ impl Classifier {
     /// message fallback: everything is permanent until you add codes, profiles or closures.
     /// Use it to replace the defaults rather than adjust them.
     pub fn empty() -> Self {
-        Classifier { use_default_table: false, message_fallback: false, ..Classifier::default() }
+        Classifier {
+            use_default_table: false,
+            message_fallback: false,
+            ..Classifier::default()
+        }
     }
 
     /// Replaces the classifier with a closure. The closure may call
@@ -166,12 +170,18 @@ impl Classifier {
             return found;
         }
         if let Some(code) = links(error, self.depth).find_map(extract) {
-            return Classification::new(self.verdict_for(code).unwrap_or(Verdict::Permanent), Some(code));
+            return Classification::new(
+                self.verdict_for(code).unwrap_or(Verdict::Permanent),
+                Some(code),
+            );
         }
         if self.message_fallback {
             for link in links(error, self.depth) {
                 if let Some((phrase, kind)) = match_message(link) {
-                    return Classification::new(Verdict::Transient(kind), Some(Code::Message(phrase)));
+                    return Classification::new(
+                        Verdict::Transient(kind),
+                        Some(Code::Message(phrase)),
+                    );
                 }
             }
         }
@@ -185,7 +195,13 @@ impl Classifier {
             .find(|(c, _)| *c == code)
             .map(|(_, v)| *v)
             .or_else(|| self.profiles.iter().find_map(|p| p.verdict(code)))
-            .or_else(|| if self.use_default_table { default_verdict(code) } else { None })
+            .or_else(|| {
+                if self.use_default_table {
+                    default_verdict(code)
+                } else {
+                    None
+                }
+            })
     }
 }
 

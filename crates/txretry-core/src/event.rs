@@ -61,9 +61,9 @@ pub(crate) fn emit(policy: &RetryPolicy, event: &RetryEvent<'_>) {
         error = %event.error,
         "transaction attempt failed transiently; retrying",
     );
-    if let Some(hook) = policy.on_retry_hook() {
-        if catch_unwind(AssertUnwindSafe(|| hook(event))).is_err() {
-            tracing::error!(target: "txretry", "the on_retry hook panicked; retrying anyway");
-        }
+    if let Some(hook) = policy.on_retry_hook()
+        && catch_unwind(AssertUnwindSafe(|| hook(event))).is_err()
+    {
+        tracing::error!(target: "txretry", "the on_retry hook panicked; retrying anyway");
     }
 }

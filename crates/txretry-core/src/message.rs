@@ -18,7 +18,10 @@ const PHRASES: [(&str, TransientKind); 3] = [
 
 /// The phrase found in the first [`SCANNED_BYTES`] of `message`'s `Display`, if any.
 pub(crate) fn match_message(message: &dyn fmt::Display) -> Option<(&'static str, TransientKind)> {
-    let mut buf = Prefix { bytes: [0; SCANNED_BYTES], len: 0 };
+    let mut buf = Prefix {
+        bytes: [0; SCANNED_BYTES],
+        len: 0,
+    };
     // A full buffer reports `fmt::Error` to stop the rendering early; that is expected.
     let _ = write!(buf, "{message}");
     let text = &mut buf.bytes[..buf.len];
@@ -43,7 +46,11 @@ impl Write for Prefix {
         let take = s.len().min(room);
         self.bytes[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
         self.len += take;
-        if take < s.len() { Err(fmt::Error) } else { Ok(()) }
+        if take < s.len() {
+            Err(fmt::Error)
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -57,7 +64,10 @@ mod tests {
             match_message(&"Deadlock found when trying to get lock"),
             Some(("deadlock", TransientKind::Deadlock))
         );
-        assert_eq!(match_message(&"DEADLOCK"), Some(("deadlock", TransientKind::Deadlock)));
+        assert_eq!(
+            match_message(&"DEADLOCK"),
+            Some(("deadlock", TransientKind::Deadlock))
+        );
     }
 
     #[test]
@@ -86,7 +96,10 @@ mod tests {
     #[test]
     fn only_the_prefix_of_a_huge_message_is_scanned() {
         let early = format!("deadlock {}", "x".repeat(1 << 20));
-        assert_eq!(match_message(&early).map(|m| m.1), Some(TransientKind::Deadlock));
+        assert_eq!(
+            match_message(&early).map(|m| m.1),
+            Some(TransientKind::Deadlock)
+        );
         let late = format!("{} deadlock", "x".repeat(1 << 20));
         assert_eq!(match_message(&late), None);
     }
@@ -101,6 +114,9 @@ mod tests {
     #[test]
     fn multibyte_text_does_not_break_the_scan() {
         let text = format!("{}é deadlock", "é".repeat(300));
-        assert_eq!(match_message(&text).map(|m| m.1), Some(TransientKind::Deadlock));
+        assert_eq!(
+            match_message(&text).map(|m| m.1),
+            Some(TransientKind::Deadlock)
+        );
     }
 }

@@ -72,7 +72,9 @@ pub enum StopReason {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy::builder().build().unwrap_or_else(|_| unreachable!("the defaults are valid"))
+        RetryPolicy::builder()
+            .build()
+            .unwrap_or_else(|_| unreachable!("the defaults are valid"))
     }
 }
 
@@ -84,7 +86,10 @@ impl RetryPolicy {
 
     /// Runs the operation once and returns its result unchanged: no retry, no event.
     pub fn disabled() -> Self {
-        RetryPolicy::builder().max_attempts(1).build().unwrap_or_else(|_| unreachable!("valid"))
+        RetryPolicy::builder()
+            .max_attempts(1)
+            .build()
+            .unwrap_or_else(|_| unreachable!("valid"))
     }
 
     /// Attempts in total, the first one included.
@@ -134,14 +139,16 @@ impl RetryPolicy {
         if attempt >= p.max_attempts {
             return Decision::Stop(StopReason::AttemptsExhausted);
         }
-        let mut delay = p.jitter.apply(p.backoff.delay(attempt), unit.clamp(0.0, 1.0));
+        let mut delay = p
+            .jitter
+            .apply(p.backoff.delay(attempt), unit.clamp(0.0, 1.0));
         if let Some(max) = p.max_delay {
             delay = delay.min(max);
         }
-        if let Some(max) = p.max_elapsed {
-            if elapsed.saturating_add(delay) > max {
-                return Decision::Stop(StopReason::ElapsedExceeded);
-            }
+        if let Some(max) = p.max_elapsed
+            && elapsed.saturating_add(delay) > max
+        {
+            return Decision::Stop(StopReason::ElapsedExceeded);
         }
         Decision::RetryAfter(delay)
     }
@@ -319,21 +326,23 @@ impl RetryPolicyBuilder {
         if self.max_attempts == 0 {
             return Err(PolicyError::ZeroAttempts);
         }
-        if let Backoff::Exponential { factor, .. } = self.backoff {
-            if !(factor >= 1.0 && factor.is_finite()) {
-                return Err(PolicyError::Factor(factor));
-            }
+        if let Backoff::Exponential { factor, .. } = self.backoff
+            && !(factor >= 1.0 && factor.is_finite())
+        {
+            return Err(PolicyError::Factor(factor));
         }
-        if let Jitter::Proportional(f) = self.jitter {
-            if !(0.0..=1.0).contains(&f) {
-                return Err(PolicyError::Jitter(f));
-            }
+        if let Jitter::Proportional(f) = self.jitter
+            && !(0.0..=1.0).contains(&f)
+        {
+            return Err(PolicyError::Jitter(f));
         }
-        if let Some(max) = self.max_delay {
-            let initial = self.backoff.initial();
-            if max < initial {
-                return Err(PolicyError::MaxDelayBelowInitial { max_delay: max, initial });
-            }
+        if let Some(max) = self.max_delay
+            && max < self.backoff.initial()
+        {
+            return Err(PolicyError::MaxDelayBelowInitial {
+                max_delay: max,
+                initial: self.backoff.initial(),
+            });
         }
         Ok(RetryPolicy {
             inner: Arc::new(Inner {
@@ -376,7 +385,10 @@ impl fmt::Display for PolicyError {
         match self {
             PolicyError::ZeroAttempts => f.write_str("max_attempts must be at least 1 (got 0)"),
             PolicyError::Factor(x) => {
-                write!(f, "backoff factor must be a finite number of at least 1 (got {x})")
+                write!(
+                    f,
+                    "backoff factor must be a finite number of at least 1 (got {x})"
+                )
             }
             PolicyError::Jitter(x) => write!(f, "jitter must be within 0..=1 (got {x})"),
             PolicyError::MaxDelayBelowInitial { max_delay, initial } => write!(

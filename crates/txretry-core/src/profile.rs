@@ -68,7 +68,10 @@ mod tests {
     }
     #[test]
     fn cockroach_40003_is_ambiguous() {
-        assert_eq!(Profile::CockroachDb.verdict(pg("40003")), Some(Verdict::Ambiguous));
+        assert_eq!(
+            Profile::CockroachDb.verdict(pg("40003")),
+            Some(Verdict::Ambiguous)
+        );
     }
     #[test]
     fn yugabyte_40001_is_serialization_failure() {
@@ -79,35 +82,59 @@ mod tests {
     }
     #[test]
     fn yugabyte_40p01_is_deadlock() {
-        assert_eq!(Profile::YugabyteDb.verdict(pg("40P01")), Some(Verdict::Transient(Deadlock)));
+        assert_eq!(
+            Profile::YugabyteDb.verdict(pg("40P01")),
+            Some(Verdict::Transient(Deadlock))
+        );
     }
     #[test]
     fn yugabyte_40003_is_ambiguous() {
-        assert_eq!(Profile::YugabyteDb.verdict(pg("40003")), Some(Verdict::Ambiguous));
+        assert_eq!(
+            Profile::YugabyteDb.verdict(pg("40003")),
+            Some(Verdict::Ambiguous)
+        );
     }
     #[test]
     fn tidb_8002_is_serialization_failure() {
-        assert_eq!(Profile::TiDb.verdict(Code::MySql(8002)), Some(Verdict::Transient(SerializationFailure)));
+        assert_eq!(
+            Profile::TiDb.verdict(Code::MySql(8002)),
+            Some(Verdict::Transient(SerializationFailure))
+        );
     }
     #[test]
     fn tidb_8022_is_serialization_failure() {
-        assert_eq!(Profile::TiDb.verdict(Code::MySql(8022)), Some(Verdict::Transient(SerializationFailure)));
+        assert_eq!(
+            Profile::TiDb.verdict(Code::MySql(8022)),
+            Some(Verdict::Transient(SerializationFailure))
+        );
     }
     #[test]
     fn tidb_8028_is_serialization_failure() {
-        assert_eq!(Profile::TiDb.verdict(Code::MySql(8028)), Some(Verdict::Transient(SerializationFailure)));
+        assert_eq!(
+            Profile::TiDb.verdict(Code::MySql(8028)),
+            Some(Verdict::Transient(SerializationFailure))
+        );
     }
     #[test]
     fn tidb_9007_is_serialization_failure() {
-        assert_eq!(Profile::TiDb.verdict(Code::MySql(9007)), Some(Verdict::Transient(SerializationFailure)));
+        assert_eq!(
+            Profile::TiDb.verdict(Code::MySql(9007)),
+            Some(Verdict::Transient(SerializationFailure))
+        );
     }
     #[test]
     fn galera_1213_is_deadlock() {
-        assert_eq!(Profile::Galera.verdict(Code::MySql(1213)), Some(Verdict::Transient(Deadlock)));
+        assert_eq!(
+            Profile::Galera.verdict(Code::MySql(1213)),
+            Some(Verdict::Transient(Deadlock))
+        );
     }
     #[test]
     fn galera_149_is_deadlock() {
-        assert_eq!(Profile::Galera.verdict(Code::MySql(149)), Some(Verdict::Transient(Deadlock)));
+        assert_eq!(
+            Profile::Galera.verdict(Code::MySql(149)),
+            Some(Verdict::Transient(Deadlock))
+        );
     }
     #[test]
     fn mariadb_snapshot_isolation_1020_is_serialization_failure() {

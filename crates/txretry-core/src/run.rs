@@ -6,7 +6,6 @@ use std::time::Duration;
 use crate::event::emit;
 use crate::{AsError, Classification, Decision, RetryEvent, RetryPolicy};
 
-
 /// The loop state every runner shares: which attempt this is, when the first began, and
 /// what to do after a failure. Runners drive it through [`retry_async!`](crate::retry_async)
 /// and [`retry_blocking!`](crate::retry_blocking); it asks the one pure
@@ -24,7 +23,11 @@ impl<'p> RetryState<'p> {
     /// the plain monotonic clock outside a runtime and honours paused time inside one.
     pub fn new(policy: &'p RetryPolicy) -> Self {
         let start = policy.max_elapsed().map(|_| tokio::time::Instant::now());
-        RetryState { policy, attempt: 1, start }
+        RetryState {
+            policy,
+            attempt: 1,
+            start,
+        }
     }
 
     /// The attempt about to run (or running), 1-based.
@@ -40,7 +43,10 @@ impl<'p> RetryState<'p> {
     {
         let found = failure.classification;
         let elapsed = self.start.map_or(Duration::ZERO, |start| start.elapsed());
-        match self.policy.decide(found.verdict, self.attempt, elapsed, fastrand::f64()) {
+        match self
+            .policy
+            .decide(found.verdict, self.attempt, elapsed, fastrand::f64())
+        {
             Decision::Stop(_) => None,
             Decision::RetryAfter(delay) => {
                 let event = RetryEvent {
@@ -133,7 +139,10 @@ impl<E> TxFailure<E> {
         E: AsError<V>,
     {
         let classification = policy.classify(error.as_error());
-        TxFailure { error, classification }
+        TxFailure {
+            error,
+            classification,
+        }
     }
 
     /// A failure while committing. Unless the server answered with a code, nobody knows
@@ -147,7 +156,10 @@ impl<E> TxFailure<E> {
         if !classification.code.is_some_and(crate::Code::is_from_server) {
             classification.verdict = crate::Verdict::Ambiguous;
         }
-        TxFailure { error, classification }
+        TxFailure {
+            error,
+            classification,
+        }
     }
 
     /// How the failure was judged.
@@ -201,7 +213,9 @@ impl RetryPolicy {
         F: AsyncFnMut() -> Result<T, E>,
         E: AsError<V>,
     {
-        crate::retry_async!(self, async { op().await.map_err(|e| TxFailure::in_body(self, e)) })
+        crate::retry_async!(self, async {
+            op().await.map_err(|e| TxFailure::in_body(self, e))
+        })
     }
 
     /// The blocking twin of [`run`](RetryPolicy::run): same decisions, waits with

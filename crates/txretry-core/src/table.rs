@@ -29,9 +29,7 @@ fn sqlstate(state: &str) -> Option<Verdict> {
         "40003" | "08007" => Verdict::Ambiguous,
         // admin_shutdown, crash_shutdown, cannot_connect_now, idle_session_timeout,
         // database_dropped; too_many_connections.
-        "57P01" | "57P02" | "57P03" | "57P04" | "57P05" | "53300" => {
-            Verdict::Transient(Connection)
-        }
+        "57P01" | "57P02" | "57P03" | "57P04" | "57P05" | "53300" => Verdict::Transient(Connection),
         s if s.starts_with("08") => Verdict::Transient(Connection),
         _ => return None,
     })

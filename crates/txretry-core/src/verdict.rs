@@ -131,7 +131,9 @@ impl KindSet {
 
     /// The kinds in the set, in declaration order.
     pub fn iter(self) -> impl Iterator<Item = TransientKind> {
-        TransientKind::ALL.into_iter().filter(move |k| self.contains(*k))
+        TransientKind::ALL
+            .into_iter()
+            .filter(move |k| self.contains(*k))
     }
 }
 

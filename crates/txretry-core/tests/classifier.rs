@@ -70,9 +70,15 @@ fn a_typed_code_at_depth_one_beats_a_message_at_depth_zero() {
 #[test]
 fn thiserror_wrapper_is_classified_through_one_level_but_not_two() {
     let one = ServiceError::Db(db("40001", "could not serialize access"));
-    assert_eq!(classify(&one).verdict, Verdict::Transient(TransientKind::SerializationFailure));
+    assert_eq!(
+        classify(&one).verdict,
+        Verdict::Transient(TransientKind::SerializationFailure)
+    );
 
-    let two = ServiceError::Repo(Box::new(ServiceError::Db(db("40001", "could not serialize access"))));
+    let two = ServiceError::Repo(Box::new(ServiceError::Db(db(
+        "40001",
+        "could not serialize access",
+    ))));
     assert_eq!(classify(&two).verdict, Verdict::Permanent);
     let deeper = Classifier::default().depth(2);
     assert_eq!(
@@ -85,9 +91,14 @@ fn thiserror_wrapper_is_classified_through_one_level_but_not_two() {
 fn anyhow_context_is_classified_through_one_level_but_not_two() {
     let one = anyhow::Error::new(db("40P01", "deadlock detected")).context("saving order");
     let as_dyn: &(dyn Error + 'static) = one.as_ref();
-    assert_eq!(classify(as_dyn).verdict, Verdict::Transient(TransientKind::Deadlock));
+    assert_eq!(
+        classify(as_dyn).verdict,
+        Verdict::Transient(TransientKind::Deadlock)
+    );
 
-    let two = anyhow::Error::new(db("40P01", "x")).context("saving order").context("handling request");
+    let two = anyhow::Error::new(db("40P01", "x"))
+        .context("saving order")
+        .context("handling request");
     let as_dyn: &(dyn Error + 'static) = two.as_ref();
     assert_eq!(classify(as_dyn).verdict, Verdict::Permanent);
     assert_eq!(
@@ -110,7 +121,10 @@ fn a_source_that_returns_itself_terminates_as_permanent() {
             Some(self)
         }
     }
-    assert_eq!(Classifier::default().depth(usize::MAX).classify(&Loop), Classification::PERMANENT);
+    assert_eq!(
+        Classifier::default().depth(usize::MAX).classify(&Loop),
+        Classification::PERMANENT
+    );
 }
 
 #[test]
@@ -119,15 +133,29 @@ fn message_fallback_is_used_only_without_a_typed_code() {
     let c = classify(&plain);
     assert_eq!(c.verdict, Verdict::Transient(TransientKind::LockTimeout));
     assert_eq!(c.code, Some(Code::Message("lock wait timeout")));
-    assert_eq!(Classifier::default().message_fallback(false).classify(&plain).verdict, Verdict::Permanent);
+    assert_eq!(
+        Classifier::default()
+            .message_fallback(false)
+            .classify(&plain)
+            .verdict,
+        Verdict::Permanent
+    );
 }
 
 #[test]
 fn widening_with_a_code_keeps_the_defaults() {
-    let c = Classifier::default()
-        .with_code(Code::SqlState(SqlState::from_static("P0001")), Verdict::Transient(TransientKind::Busy));
-    assert_eq!(c.classify(&db("P0001", "x")).verdict, Verdict::Transient(TransientKind::Busy));
-    assert_eq!(c.classify(&db("40P01", "x")).verdict, Verdict::Transient(TransientKind::Deadlock));
+    let c = Classifier::default().with_code(
+        Code::SqlState(SqlState::from_static("P0001")),
+        Verdict::Transient(TransientKind::Busy),
+    );
+    assert_eq!(
+        c.classify(&db("P0001", "x")).verdict,
+        Verdict::Transient(TransientKind::Busy)
+    );
+    assert_eq!(
+        c.classify(&db("40P01", "x")).verdict,
+        Verdict::Transient(TransientKind::Deadlock)
+    );
 }
 
 #[test]
@@ -135,39 +163,69 @@ fn widening_with_a_closure_falls_through_on_none() {
     let c = Classifier::default().with_fn(|e| {
         e.to_string()
             .contains("try later")
-            .then_some(Classification::new(Verdict::Transient(TransientKind::Busy), None))
+            .then_some(Classification::new(
+                Verdict::Transient(TransientKind::Busy),
+                None,
+            ))
     });
-    assert_eq!(c.classify(&std::io::Error::other("try later")).verdict, Verdict::Transient(TransientKind::Busy));
-    assert_eq!(c.classify(&db("40001", "x")).verdict, Verdict::Transient(TransientKind::SerializationFailure));
-    assert_eq!(c.classify(&std::io::Error::other("nope")).verdict, Verdict::Permanent);
+    assert_eq!(
+        c.classify(&std::io::Error::other("try later")).verdict,
+        Verdict::Transient(TransientKind::Busy)
+    );
+    assert_eq!(
+        c.classify(&db("40001", "x")).verdict,
+        Verdict::Transient(TransientKind::SerializationFailure)
+    );
+    assert_eq!(
+        c.classify(&std::io::Error::other("nope")).verdict,
+        Verdict::Permanent
+    );
 }
 
 #[test]
 fn narrowing_drops_a_kind_and_keeps_the_rest() {
     let c = Classifier::default().without(TransientKind::Deadlock);
     assert_eq!(c.classify(&db("40P01", "x")).verdict, Verdict::Permanent);
-    assert_eq!(c.classify(&db("55P03", "x")).verdict, Verdict::Transient(TransientKind::LockTimeout));
+    assert_eq!(
+        c.classify(&db("55P03", "x")).verdict,
+        Verdict::Transient(TransientKind::LockTimeout)
+    );
 }
 
 #[test]
 fn replacing_with_empty_recognises_only_what_is_added() {
     let c = Classifier::empty().with_profile(Profile::CockroachDb);
-    assert_eq!(c.classify(&db("40001", "x")).verdict, Verdict::Transient(TransientKind::SerializationFailure));
+    assert_eq!(
+        c.classify(&db("40001", "x")).verdict,
+        Verdict::Transient(TransientKind::SerializationFailure)
+    );
     assert_eq!(c.classify(&db("40003", "x")).verdict, Verdict::Ambiguous);
-    assert_eq!(c.classify(&db("40P01", "deadlock")).verdict, Verdict::Permanent);
+    assert_eq!(
+        c.classify(&db("40P01", "deadlock")).verdict,
+        Verdict::Permanent
+    );
 }
 
 #[test]
 fn a_user_classifier_can_fall_back_to_the_default() {
     let c = Classifier::from_fn(|e| {
         if e.to_string() == "flaky" {
-            Some(Classification::new(Verdict::Transient(TransientKind::Connection), None))
+            Some(Classification::new(
+                Verdict::Transient(TransientKind::Connection),
+                None,
+            ))
         } else {
             Some(classify(e))
         }
     });
-    assert_eq!(c.classify(&std::io::Error::other("flaky")).verdict, Verdict::Transient(TransientKind::Connection));
-    assert_eq!(c.classify(&db("40P01", "x")).verdict, Verdict::Transient(TransientKind::Deadlock));
+    assert_eq!(
+        c.classify(&std::io::Error::other("flaky")).verdict,
+        Verdict::Transient(TransientKind::Connection)
+    );
+    assert_eq!(
+        c.classify(&db("40P01", "x")).verdict,
+        Verdict::Transient(TransientKind::Deadlock)
+    );
 }
 
 #[test]
@@ -176,14 +234,26 @@ fn the_policy_classifies_with_its_own_classifier() {
         .classifier(Classifier::default().without(TransientKind::SerializationFailure))
         .build()
         .unwrap();
-    assert_eq!(policy.classify(&db("40001", "x")).verdict, Verdict::Permanent);
-    assert_eq!(RetryPolicy::default().classify(&db("40001", "x")).verdict, Verdict::Transient(TransientKind::SerializationFailure));
+    assert_eq!(
+        policy.classify(&db("40001", "x")).verdict,
+        Verdict::Permanent
+    );
+    assert_eq!(
+        RetryPolicy::default().classify(&db("40001", "x")).verdict,
+        Verdict::Transient(TransientKind::SerializationFailure)
+    );
 }
 
 #[test]
 fn broken_connection_io_errors_are_connection() {
     let e = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
-    assert_eq!(classify(&e), Classification::new(Verdict::Transient(TransientKind::Connection), Some(Code::Driver("io"))));
+    assert_eq!(
+        classify(&e),
+        Classification::new(
+            Verdict::Transient(TransientKind::Connection),
+            Some(Code::Driver("io"))
+        )
+    );
     let not_found = std::io::Error::from(std::io::ErrorKind::NotFound);
     assert_eq!(classify(&not_found).verdict, Verdict::Permanent);
 }

@@ -11,7 +11,10 @@ const DEADLOCK: Verdict = Verdict::Transient(TransientKind::Deadlock);
 fn default_is_two_attempts_with_150ms_linear_backoff() {
     let p = RetryPolicy::default();
     assert_eq!(p.max_attempts(), 2);
-    assert_eq!(p.decide(DEADLOCK, 1, Duration::ZERO, 0.9), Decision::RetryAfter(Duration::from_millis(150)));
+    assert_eq!(
+        p.decide(DEADLOCK, 1, Duration::ZERO, 0.9),
+        Decision::RetryAfter(Duration::from_millis(150))
+    );
 }
 
 #[test]
@@ -25,7 +28,10 @@ fn zero_attempts_is_rejected_naming_the_field() {
 fn factor_below_one_or_nan_is_rejected_naming_the_field() {
     for factor in [0.5, f64::NAN, f64::INFINITY, -1.0] {
         let err = RetryPolicy::builder()
-            .backoff(Backoff::Exponential { initial: Duration::from_millis(1), factor })
+            .backoff(Backoff::Exponential {
+                initial: Duration::from_millis(1),
+                factor,
+            })
             .build()
             .unwrap_err();
         assert!(matches!(err, PolicyError::Factor(_)), "{factor}");
@@ -36,7 +42,10 @@ fn factor_below_one_or_nan_is_rejected_naming_the_field() {
 #[test]
 fn jitter_outside_0_to_1_is_rejected_naming_the_field() {
     for f in [-0.1, 1.5, f64::NAN] {
-        let err = RetryPolicy::builder().jitter(Jitter::Proportional(f)).build().unwrap_err();
+        let err = RetryPolicy::builder()
+            .jitter(Jitter::Proportional(f))
+            .build()
+            .unwrap_err();
         assert!(matches!(err, PolicyError::Jitter(_)), "{f}");
         assert!(err.to_string().contains("jitter"));
     }
@@ -56,20 +65,37 @@ fn max_delay_below_initial_is_rejected_naming_the_field() {
 #[test]
 fn ambiguous_is_retried_only_when_idempotent() {
     let plain = RetryPolicy::default();
-    assert!(matches!(plain.decide(Verdict::Ambiguous, 1, Duration::ZERO, 0.0), Decision::Stop(_)));
+    assert!(matches!(
+        plain.decide(Verdict::Ambiguous, 1, Duration::ZERO, 0.0),
+        Decision::Stop(_)
+    ));
     let idem = RetryPolicy::builder().idempotent(true).build().unwrap();
-    assert!(matches!(idem.decide(Verdict::Ambiguous, 1, Duration::ZERO, 0.0), Decision::RetryAfter(_)));
+    assert!(matches!(
+        idem.decide(Verdict::Ambiguous, 1, Duration::ZERO, 0.0),
+        Decision::RetryAfter(_)
+    ));
 }
 
 #[test]
 fn locked_and_connection_are_opt_in() {
     let p = RetryPolicy::default();
     for kind in [TransientKind::Locked, TransientKind::Connection] {
-        assert!(matches!(p.decide(Verdict::Transient(kind), 1, Duration::ZERO, 0.0), Decision::Stop(_)));
+        assert!(matches!(
+            p.decide(Verdict::Transient(kind), 1, Duration::ZERO, 0.0),
+            Decision::Stop(_)
+        ));
     }
-    let opted = RetryPolicy::builder().retry_on([TransientKind::Connection]).build().unwrap();
+    let opted = RetryPolicy::builder()
+        .retry_on([TransientKind::Connection])
+        .build()
+        .unwrap();
     assert!(matches!(
-        opted.decide(Verdict::Transient(TransientKind::Connection), 1, Duration::ZERO, 0.0),
+        opted.decide(
+            Verdict::Transient(TransientKind::Connection),
+            1,
+            Duration::ZERO,
+            0.0
+        ),
         Decision::RetryAfter(_)
     ));
 }

@@ -50,7 +50,11 @@ async fn transient_then_success_runs_twice_and_fires_one_event_with_attempt_1() 
     let result = policy
         .run(async || {
             calls += 1;
-            if calls == 1 { Err(AppError::Deadlock) } else { Ok("done") }
+            if calls == 1 {
+                Err(AppError::Deadlock)
+            } else {
+                Ok("done")
+            }
         })
         .await;
     assert_eq!(result.unwrap(), "done");
@@ -126,7 +130,11 @@ async fn default_linear_backoff_waits_exactly_150ms_then_300ms() {
         .await;
     assert_eq!(
         started_at,
-        [Duration::ZERO, Duration::from_millis(150), Duration::from_millis(450)]
+        [
+            Duration::ZERO,
+            Duration::from_millis(150),
+            Duration::from_millis(450)
+        ]
     );
 }
 
@@ -160,7 +168,11 @@ async fn a_panicking_hook_does_not_break_the_loop() {
     let result = policy
         .run(async || {
             calls += 1;
-            if calls < 3 { Err(AppError::Deadlock) } else { Ok(()) }
+            if calls < 3 {
+                Err(AppError::Deadlock)
+            } else {
+                Ok(())
+            }
         })
         .await;
     assert!(result.is_ok());
@@ -219,7 +231,11 @@ async fn the_run_future_is_send_and_can_be_spawned() {
             .run(async move || {
                 calls += 1;
                 tokio::task::yield_now().await;
-                if calls == 1 { Err(AppError::Deadlock) } else { Ok(calls) }
+                if calls == 1 {
+                    Err(AppError::Deadlock)
+                } else {
+                    Ok(calls)
+                }
             })
             .await
     });
@@ -232,7 +248,12 @@ fn async_and_blocking_loops_make_the_same_attempts_for_the_same_errors() {
     let scripts: Vec<Script> = vec![
         vec![Ok(1)],
         vec![Err(AppError::Deadlock), Ok(2)],
-        vec![Err(AppError::Deadlock), Err(AppError::Deadlock), Err(AppError::Deadlock), Ok(3)],
+        vec![
+            Err(AppError::Deadlock),
+            Err(AppError::Deadlock),
+            Err(AppError::Deadlock),
+            Ok(3),
+        ],
         vec![Err(AppError::NotFound(1)), Ok(4)],
         vec![Err(AppError::Deadlock), Err(AppError::NotFound(2)), Ok(5)],
         (0..10).map(|_| Err(AppError::Deadlock)).collect(),
@@ -242,7 +263,11 @@ fn async_and_blocking_loops_make_the_same_attempts_for_the_same_errors() {
         .backoff(Backoff::Constant(Duration::from_micros(1)))
         .build()
         .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
     for script in scripts {
         let replay = |script: &Script, i: usize| match &script[i] {
             Ok(v) => Ok(*v),
