@@ -112,13 +112,16 @@ pub(crate) fn key_of(key: impl Hash) -> u64 {
     hasher.finish()
 }
 
-/// Waits for admission when the policy has it and the transaction named keys.
+/// The wait for admission, when the policy has admission and the transaction named keys;
+/// `None` (checked without awaiting anything) otherwise.
 #[doc(hidden)]
-pub async fn admit(policy: &crate::RetryPolicy, options: &crate::TxOptions) -> Option<Permit> {
+#[inline]
+pub fn admission_for<'a>(
+    policy: &'a crate::RetryPolicy,
+    options: &'a crate::TxOptions,
+) -> Option<impl Future<Output = Permit> + Send + 'a> {
     match policy.admission() {
-        Some(admission) if !options.keys().is_empty() => {
-            Some(admission.admit(options.keys()).await)
-        }
+        Some(admission) if !options.keys().is_empty() => Some(admission.admit(options.keys())),
         _ => None,
     }
 }

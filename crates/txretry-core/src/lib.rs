@@ -28,14 +28,14 @@ pub use event::RetryEvent;
 pub use options::{Isolation, SqliteBegin, TxOptions};
 pub use policy::{Decision, PolicyError, RetryPolicy, RetryPolicyBuilder, StopReason};
 pub use profile::Profile;
-pub use registry::{CODE_EXTRACTORS, CodeExtractor};
+pub use registry::{CODE_EXTRACTORS, CodeExtractor, io_code};
 pub use run::{RetryState, TxFailure};
 pub use table::default_verdict;
 pub use verdict::{Classification, KindSet, TransientKind, Verdict};
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::admission::{Permit, admit};
+    pub use crate::admission::{Permit, admission_for};
     pub use linkme;
     pub use tokio::time::sleep;
 }

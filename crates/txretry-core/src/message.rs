@@ -26,13 +26,10 @@ pub(crate) fn match_message(message: &dyn fmt::Display) -> Option<(&'static str,
     let _ = write!(buf, "{message}");
     let text = &mut buf.bytes[..buf.len];
     text.make_ascii_lowercase();
+    // memmem's vectorised search: a byte-by-byte window compare cost more than rendering.
     PHRASES
         .into_iter()
-        .find(|(phrase, _)| contains(text, phrase.as_bytes()))
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+        .find(|(phrase, _)| memchr::memmem::find(text, phrase.as_bytes()).is_some())
 }
 
 struct Prefix {

@@ -46,15 +46,22 @@ macro_rules! register_extractor {
     };
 }
 
-/// Broken connections surface as `std::io::Error` in every driver's chain.
-fn io_extractor(error: &(dyn Error + 'static)) -> Option<Code> {
+/// `Code::Driver("io")` when an I/O error means the connection broke (reset, aborted,
+/// refused, not connected, broken pipe, unexpected EOF, timed out); `None` for other I/O
+/// errors. Adapters whose driver buries the `io::Error` deeper than the classifier's
+/// default depth use it to read that link themselves.
+pub fn io_code(io: &std::io::Error) -> Option<Code> {
     use std::io::ErrorKind::*;
-    let io = error.downcast_ref::<std::io::Error>()?;
     match io.kind() {
         ConnectionReset | ConnectionAborted | ConnectionRefused | NotConnected | BrokenPipe
         | UnexpectedEof | TimedOut => Some(Code::Driver("io")),
         _ => None,
     }
+}
+
+/// Broken connections surface as `std::io::Error` in every driver's chain.
+fn io_extractor(error: &(dyn Error + 'static)) -> Option<Code> {
+    io_code(error.downcast_ref::<std::io::Error>()?)
 }
 
 crate::register_extractor!(STD_IO = io_extractor);

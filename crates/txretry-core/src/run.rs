@@ -21,6 +21,7 @@ pub struct RetryState<'p> {
 impl<'p> RetryState<'p> {
     /// A loop about to make its first attempt. Time is read from `tokio::time`, which is
     /// the plain monotonic clock outside a runtime and honours paused time inside one.
+    #[inline]
     pub fn new(policy: &'p RetryPolicy) -> Self {
         let start = policy.max_elapsed().map(|_| tokio::time::Instant::now());
         RetryState {
@@ -41,6 +42,9 @@ impl<'p> RetryState<'p> {
     where
         E: AsError<V>,
     {
+        if failure.final_attempt {
+            return None;
+        }
         let found = failure.classification;
         let elapsed = self.start.map_or(Duration::ZERO, |start| start.elapsed());
         match self
@@ -78,29 +82,46 @@ impl<'p> RetryState<'p> {
 /// the attempt ends (before any backoff wait).
 #[macro_export]
 macro_rules! retry_async {
-    ($policy:expr, $attempt:expr) => {
-        $crate::retry_async!($policy, options = &$crate::TxOptions::new(), $attempt)
-    };
+    ($policy:expr, $attempt:expr) => {{
+        let policy: &$crate::RetryPolicy = $policy;
+        let mut state = $crate::RetryState::new(policy);
+        loop {
+            let outcome = $attempt.await;
+            $crate::__retry_async_step!(state, outcome)
+        }
+    }};
     ($policy:expr, options = $options:expr, $attempt:expr) => {{
         let policy: &$crate::RetryPolicy = $policy;
         let options: &$crate::TxOptions = $options;
         let mut state = $crate::RetryState::new(policy);
         loop {
-            let outcome = {
-                let _permit = $crate::__private::admit(policy, options).await;
-                $attempt.await
+            let outcome = match $crate::__private::admission_for(policy, options) {
+                ::core::option::Option::None => $attempt.await,
+                ::core::option::Option::Some(admission) => {
+                    let _permit = admission.await;
+                    $attempt.await
+                }
             };
-            match outcome {
-                ::core::result::Result::Ok(value) => break ::core::result::Result::Ok(value),
-                ::core::result::Result::Err(failure) => match state.after_failure(&failure) {
-                    ::core::option::Option::Some(delay) => $crate::__private::sleep(delay).await,
-                    ::core::option::Option::None => {
-                        break ::core::result::Result::Err(failure.into_error());
-                    }
-                },
-            }
+            $crate::__retry_async_step!(state, outcome)
         }
     }};
+}
+
+/// After one async attempt: return, or wait and go round again. Part of [`retry_async!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __retry_async_step {
+    ($state:ident, $outcome:ident) => {
+        match $outcome {
+            ::core::result::Result::Ok(value) => break ::core::result::Result::Ok(value),
+            ::core::result::Result::Err(failure) => match $state.after_failure(&failure) {
+                ::core::option::Option::Some(delay) => $crate::__private::sleep(delay).await,
+                ::core::option::Option::None => {
+                    break ::core::result::Result::Err(failure.into_error());
+                }
+            },
+        }
+    };
 }
 
 /// The blocking twin of [`retry_async!`]: the same state and decisions, waiting with
@@ -129,6 +150,7 @@ macro_rules! retry_blocking {
 pub struct TxFailure<E> {
     error: E,
     classification: Classification,
+    final_attempt: bool,
 }
 
 impl<E> TxFailure<E> {
@@ -142,6 +164,7 @@ impl<E> TxFailure<E> {
         TxFailure {
             error,
             classification,
+            final_attempt: false,
         }
     }
 
@@ -159,7 +182,16 @@ impl<E> TxFailure<E> {
         TxFailure {
             error,
             classification,
+            final_attempt: false,
         }
+    }
+
+    /// Ends the loop with this failure whatever its verdict: for a runner that cannot make
+    /// another attempt (its one connection is gone and it cannot get another).
+    #[must_use]
+    pub fn ends_retrying(mut self) -> Self {
+        self.final_attempt = true;
+        self
     }
 
     /// How the failure was judged.
