@@ -84,6 +84,35 @@ impl RetryPolicy {
         RetryPolicyBuilder::default()
     }
 
+    /// A builder holding this policy's settings, to derive a variant (say, the default
+    /// policy with an `on_retry` hook) without restating the rest.
+    ///
+    /// ```
+    /// use txretry_core::RetryPolicy;
+    ///
+    /// let logged = RetryPolicy::default()
+    ///     .to_builder()
+    ///     .on_retry(|e| eprintln!("retrying after attempt {}", e.attempt))
+    ///     .build()?;
+    /// assert_eq!(logged.max_attempts(), 2);
+    /// # Ok::<(), txretry_core::PolicyError>(())
+    /// ```
+    pub fn to_builder(&self) -> RetryPolicyBuilder {
+        let p = &*self.inner;
+        RetryPolicyBuilder {
+            max_attempts: p.max_attempts,
+            backoff: p.backoff,
+            max_delay: p.max_delay,
+            jitter: p.jitter,
+            max_elapsed: p.max_elapsed,
+            retry_on: p.retry_on,
+            retry_ambiguous: p.retry_ambiguous,
+            classifier: p.classifier.clone(),
+            on_retry: p.on_retry.clone(),
+            admission: p.admission.clone(),
+        }
+    }
+
     /// Runs the operation once and returns its result unchanged: no retry, no event.
     pub fn disabled() -> Self {
         RetryPolicy::builder()
