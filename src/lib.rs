@@ -39,3 +39,24 @@
 //! ten-line example per driver.
 
 pub use txretry_core::*;
+
+/// sqlx 0.9 (features `sqlx-postgres`, `sqlx-mysql`, `sqlx-sqlite`): error codes and
+/// retrying transaction runners.
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite"
+))]
+pub use txretry_sqlx as sqlx;
+
+/// tokio-postgres 0.7 (feature `tokio-postgres`): error codes and a retrying transaction runner.
+#[cfg(feature = "tokio-postgres")]
+pub use txretry_tokio_postgres as tokio_postgres;
+
+/// mysql_async 0.37 (feature `mysql_async`): error codes and a retrying transaction runner.
+#[cfg(feature = "mysql_async")]
+pub use txretry_mysql_async as mysql_async;
+
+/// rusqlite (feature `rusqlite`, blocking): error codes and a retrying transaction runner.
+#[cfg(feature = "rusqlite")]
+pub use txretry_rusqlite as rusqlite;
