@@ -1,0 +1,134 @@
+//! The per-database part of the runner: how each database begins a transaction with
+//! [`TxOptions`]. Every statement is assembled from fixed strings only.
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use txretry_core::TxOptions;
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use crate::runner::{Backend, Cleanup, sealed};
+
+#[cfg(feature = "postgres")]
+impl sealed::Sealed for sqlx::Postgres {}
+
+/// `BEGIN [ISOLATION LEVEL …] [READ ONLY]`. Read-write is never spelled out, so the
+/// server's `default_transaction_read_only` (and hot standbys) keep working.
+#[cfg(feature = "postgres")]
+impl Backend for sqlx::Postgres {
+    fn begin_statement(options: &TxOptions) -> SqlStr {
+        let mut sql = String::from("BEGIN");
+        if let Some(level) = options.get_isolation() {
+            sql.push_str(" ISOLATION LEVEL ");
+            sql.push_str(level.as_sql());
+        }
+        if options.is_read_only() {
+            sql.push_str(" READ ONLY");
+        }
+        AssertSqlSafe(sql).into_sql_str()
+    }
+
+    fn after_begin(_: &TxOptions) -> Option<&'static str> {
+        None
+    }
+
+    fn session_cleanup(_: &TxOptions) -> Cleanup {
+        Cleanup::Nothing
+    }
+
+    async fn run_statement(
+        conn: &mut sqlx::PgConnection,
+        sql: &'static str,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::raw_sql(sql).execute(conn).await.map(drop)
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl sealed::Sealed for sqlx::MySql {}
+
+/// `[SET TRANSACTION ISOLATION LEVEL …;] START TRANSACTION [READ ONLY]`, sent as one
+/// text-protocol query. `SET TRANSACTION` without `SESSION` applies to the next transaction
+/// only; should `START TRANSACTION` then fail, the runner closes the connection rather than
+/// pool it with that level pending.
+#[cfg(feature = "mysql")]
+impl Backend for sqlx::MySql {
+    fn begin_statement(options: &TxOptions) -> SqlStr {
+        let mut sql = String::new();
+        if let Some(level) = options.get_isolation() {
+            sql.push_str("SET TRANSACTION ISOLATION LEVEL ");
+            sql.push_str(level.as_sql());
+            sql.push_str("; ");
+        }
+        sql.push_str("START TRANSACTION");
+        if options.is_read_only() {
+            sql.push_str(" READ ONLY");
+        }
+        AssertSqlSafe(sql).into_sql_str()
+    }
+
+    fn after_begin(_: &TxOptions) -> Option<&'static str> {
+        None
+    }
+
+    fn session_cleanup(options: &TxOptions) -> Cleanup {
+        if options.get_isolation().is_some() {
+            Cleanup::DiscardIfBeginFailed
+        } else {
+            Cleanup::Nothing
+        }
+    }
+
+    async fn run_statement(
+        conn: &mut sqlx::MySqlConnection,
+        sql: &'static str,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::raw_sql(sql).execute(conn).await.map(drop)
+    }
+}
+
+#[cfg(feature = "sqlite")]
+mod sqlite {
+    use sqlx::{SqlSafeStr, SqlStr};
+    use sqlx_sqlite::{Sqlite, SqliteConnection};
+    use txretry_core::TxOptions;
+
+    use crate::runner::{Backend, Cleanup, sealed};
+
+    impl sealed::Sealed for Sqlite {}
+
+    /// `BEGIN DEFERRED | IMMEDIATE | EXCLUSIVE` (IMMEDIATE by default). Read-only runs
+    /// `PRAGMA query_only = ON` right after BEGIN (before it, `query_only` would make
+    /// `BEGIN IMMEDIATE` fail with `SQLITE_READONLY`); the pragma belongs to the
+    /// connection, so the runner turns it off after the transaction.
+    impl Backend for Sqlite {
+        fn begin_statement(options: &TxOptions) -> SqlStr {
+            use txretry_core::SqliteBegin::*;
+            let sql = match options.get_sqlite_begin() {
+                Deferred => "BEGIN DEFERRED",
+                Immediate => "BEGIN IMMEDIATE",
+                Exclusive => "BEGIN EXCLUSIVE",
+            };
+            sql.into_sql_str()
+        }
+
+        fn after_begin(options: &TxOptions) -> Option<&'static str> {
+            options.is_read_only().then_some("PRAGMA query_only = ON")
+        }
+
+        fn session_cleanup(options: &TxOptions) -> Cleanup {
+            if options.is_read_only() {
+                Cleanup::Sql("PRAGMA query_only = OFF")
+            } else {
+                Cleanup::Nothing
+            }
+        }
+
+        async fn run_statement(
+            conn: &mut SqliteConnection,
+            sql: &'static str,
+        ) -> Result<(), sqlx::Error> {
+            sqlx::raw_sql(sql).execute(conn).await.map(drop)
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Deadlock (1213, SQLSTATE 40001): two sessions update the same two rows in opposite
+//! order. InnoDB rolls one back; the runner runs it again, after the other committed.
+
+use std::sync::Arc;
+
+use tokio::sync::Barrier;
+use txretry::{Code, TransientKind, Verdict};
+
+use crate::common::{Seen, drop_table, exec, policy, setup, sql, table, within};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opposite_order_updates_deadlock_and_the_victim_is_retried() {
+    let Some((_, pool)) = setup("sqlx-mysql deadlock", 4).await else {
+        return;
+    };
+    let t = table("deadlock");
+    exec(
+        &pool,
+        format!("CREATE TABLE {t} (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB"),
+    )
+    .await;
+    exec(&pool, format!("INSERT INTO {t} VALUES (1, 0), (2, 0)")).await;
+
+    let seen = Seen::default();
+    let policy = policy(5, &seen);
+    let barrier = Arc::new(Barrier::new(2));
+    let side = |first: i32, second: i32, add: i32| {
+        let (t, barrier) = (t.clone(), barrier.clone());
+        let mut attempt = 0;
+        tokio::spawn(txretry::sqlx::transaction(
+            &pool,
+            &policy,
+            async move |tx| {
+                attempt += 1;
+                let update = format!("UPDATE {t} SET v = v + ? WHERE id = ?");
+                sqlx::query(sql(update.clone()))
+                    .bind(add)
+                    .bind(first)
+                    .execute(&mut **tx)
+                    .await?;
+                if attempt == 1 {
+                    // Both sessions hold their first row before either asks for its second.
+                    barrier.wait().await;
+                }
+                sqlx::query(sql(update))
+                    .bind(add)
+                    .bind(second)
+                    .execute(&mut **tx)
+                    .await?;
+                Ok::<_, sqlx::Error>(attempt)
+            },
+        ))
+    };
+    let (a, b) = (side(1, 2, 1), side(2, 1, 10));
+    let (a, b) = within(async { (a.await.unwrap().unwrap(), b.await.unwrap().unwrap()) }).await;
+
+    // Exactly one victim, retried once.
+    assert_eq!(a + b, 3, "attempts: {a} and {b}");
+    let seen = seen.all();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        seen[0].1.verdict,
+        Verdict::Transient(TransientKind::Deadlock)
+    );
+    // The errno decides, not the SQLSTATE (40001 would read as a serialization failure).
+    assert_eq!(seen[0].1.code, Some(Code::MySql(1213)));
+
+    let rows: Vec<i32> = sqlx::query_scalar(sql(format!("SELECT v FROM {t} ORDER BY id")))
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, [11, 11], "both transactions applied, each once");
+    drop_table(&pool, &t).await;
+}

@@ -1,0 +1,11 @@
+//! Integration tests of `txretry::sqlx` on MySQL / MariaDB (feature `sqlx-mysql`):
+//! deadlocks and lock-wait timeouts provoked for real between two sessions, and recovered
+//! by the runner. Needs `TXRETRY_MYSQL_URL` (or Docker); see txretry-testkit.
+
+mod business;
+mod common;
+mod contention;
+mod deadlock;
+mod lock_wait_timeout;
+mod options;
+mod unique;

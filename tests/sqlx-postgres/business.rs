@@ -1,0 +1,52 @@
+//! A business error inside the closure surfaces once, unchanged, and its writes roll back.
+
+use txretry::Verdict;
+
+use crate::common::{Seen, drop_table, exec, policy, setup, sql, table};
+
+#[derive(Debug, thiserror::Error)]
+enum AppError {
+    #[error("order {0} not found")]
+    NotFound(i64),
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+#[tokio::test]
+async fn business_error_runs_once_and_rolls_back() {
+    let Some((_, pool)) = setup("sqlx-postgres business", 2).await else {
+        return;
+    };
+    let t = table("audit");
+    exec(
+        &pool,
+        format!("CREATE TABLE {t} (id serial PRIMARY KEY, what text NOT NULL)"),
+    )
+    .await;
+
+    let seen = Seen::default();
+    let policy = policy(10, &seen);
+    let mut calls = 0;
+    let err = txretry::sqlx::transaction(&pool, &policy, async |tx| {
+        calls += 1;
+        sqlx::query(sql(format!("INSERT INTO {t} (what) VALUES ('looked up')")))
+            .execute(&mut **tx)
+            .await?;
+        Err::<(), _>(AppError::NotFound(42))
+    })
+    .await
+    .unwrap_err();
+
+    assert!(matches!(err, AppError::NotFound(42)), "{err}");
+    assert_eq!(calls, 1);
+    assert!(seen.all().is_empty());
+    let c = txretry::classify(&err);
+    assert_eq!(c.verdict, Verdict::Permanent);
+    assert_eq!(c.code, None);
+    let n: i64 = sqlx::query_scalar(sql(format!("SELECT count(*) FROM {t}")))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "the insert before the error was rolled back");
+    drop_table(&pool, &t).await;
+}

@@ -1,0 +1,15 @@
+//! Integration tests of `txretry::sqlx` on PostgreSQL (feature `sqlx-postgres`): deadlocks,
+//! serialization failures and lock timeouts provoked for real between two sessions, and
+//! recovered by the runner. Needs `TXRETRY_POSTGRES_URL` (or Docker); see txretry-testkit.
+
+mod business;
+mod common;
+mod connection;
+mod contention;
+mod deadlock;
+mod lock_timeout;
+mod options;
+mod raise_exception;
+mod serialization;
+mod spawn;
+mod unique;

@@ -1,0 +1,53 @@
+//! A unique violation (23505) is permanent: it surfaces once.
+
+use txretry::Verdict;
+
+use crate::common::{Seen, drop_table, exec, policy, setup, sql, sqlstate, table};
+
+#[tokio::test]
+async fn unique_violation_is_permanent() {
+    let Some((_, pool)) = setup("sqlx-postgres unique", 2).await else {
+        return;
+    };
+    let t = table("users");
+    exec(&pool, format!("CREATE TABLE {t} (id serial PRIMARY KEY, email text NOT NULL UNIQUE); INSERT INTO {t} (email) VALUES ('a@example.com')")).await;
+
+    let seen = Seen::default();
+    let policy = policy(10, &seen);
+    let mut calls = 0;
+    // anyhow::Error as the closure's error type.
+    let err = txretry::sqlx::transaction(&pool, &policy, async |tx| {
+        calls += 1;
+        sqlx::query(sql(format!(
+            "INSERT INTO {t} (email) VALUES ('a@example.com')"
+        )))
+        .execute(&mut **tx)
+        .await?;
+        Ok::<_, anyhow::Error>(())
+    })
+    .await
+    .unwrap_err();
+
+    assert_eq!(calls, 1);
+    assert!(seen.all().is_empty());
+    let c = txretry::classify(err.as_ref());
+    assert_eq!(c.verdict, Verdict::Permanent);
+    assert_eq!(c.code, sqlstate("23505"), "{err}");
+    let db = err
+        .downcast_ref::<sqlx::Error>()
+        .and_then(sqlx::Error::as_database_error)
+        .expect("the sqlx error, unchanged");
+    assert!(db.is_unique_violation());
+
+    // Each link of the chain carries the code: the sqlx::Error, its source() (the boxed
+    // database error) and the driver's error type on its own.
+    let sqlx_err = err.downcast_ref::<sqlx::Error>().unwrap();
+    assert_eq!(txretry::sqlx::extract(sqlx_err), sqlstate("23505"));
+    let link = std::error::Error::source(sqlx_err).unwrap();
+    assert_eq!(txretry::sqlx::extract(link), sqlstate("23505"));
+    let bare = db
+        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        .unwrap();
+    assert_eq!(txretry::sqlx::extract(bare), sqlstate("23505"));
+    drop_table(&pool, &t).await;
+}

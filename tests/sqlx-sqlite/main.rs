@@ -1,0 +1,12 @@
+//! Integration tests of `txretry::sqlx` on SQLite (feature `sqlx-sqlite`): real BUSY and
+//! BUSY_SNAPSHOT failures from two connections on a temp-file WAL database, recovered by
+//! the runner. SQLite needs no server.
+
+mod business;
+mod busy;
+mod busy_snapshot;
+mod common;
+mod contention;
+mod options;
+mod spawn;
+mod unique;
