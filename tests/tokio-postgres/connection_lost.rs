@@ -1,0 +1,73 @@
+//! The connection dies mid-transaction (the backend is terminated). The runner cannot open
+//! another connection on the caller's client, so it returns the error at once, even under a
+//! policy that retries connection failures, and the client reports itself closed.
+
+use txretry::{Code, KindSet, TransientKind, Verdict};
+
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_failure_is_returned_without_retry() {
+    let Some(url) = url("tokio_postgres::connection_lost") else {
+        return;
+    };
+    let observer = connect(&url).await;
+    let t = table("tp_conn_lost");
+    create_rows(&observer, &t, 1).await;
+
+    let mut client = connect(&url).await;
+    let pid = backend_pid(&client).await;
+    let (policy, seen) = recording(5);
+    let policy = policy.retry_on(KindSet::ALL).build().unwrap();
+    let mut attempts = 0;
+    let err = txretry::tokio_postgres::transaction(&mut client, &policy, async |tx| {
+        attempts += 1;
+        tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
+            .await?;
+        let killed: bool = observer
+            .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+            .await?
+            .get(0);
+        assert!(killed);
+        tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
+            .await
+    })
+    .await
+    .expect_err("the connection is gone");
+
+    assert_eq!(attempts, 1, "no retry on a client that cannot reconnect");
+    assert!(
+        retried(&seen).is_empty(),
+        "not even a BEGIN on the closed client was tried"
+    );
+    assert!(
+        retried(&seen).is_empty(),
+        "not even a BEGIN on the closed client was tried"
+    );
+    let classification = txretry::classify(&err);
+    assert_eq!(
+        classification.verdict,
+        Verdict::Transient(TransientKind::Connection),
+        "{err:?}"
+    );
+    // Either the server's 57P01 (admin_shutdown) or the driver's "connection closed".
+    assert!(
+        matches!(classification.code, Some(Code::Driver(_)))
+            || classification.code == Some(sqlstate("57P01")),
+        "{err:?}"
+    );
+    // The connection task may still be winding down when the error arrives.
+    for _ in 0..500 {
+        if client.is_closed() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(client.is_closed());
+    assert_eq!(
+        value(&observer, &t, 1).await,
+        0,
+        "the server rolled the transaction back"
+    );
+    drop_tables(&observer, &[&t]).await;
+}

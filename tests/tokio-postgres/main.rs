@@ -1,0 +1,17 @@
+//! Integration tests of `txretry::tokio_postgres` against a real PostgreSQL server
+//! (`TXRETRY_POSTGRES_URL`; see txretry-testkit). Every transient failure is provoked for
+//! real, with the two sessions coordinated through channels and `pg_stat_activity`, never
+//! by timing.
+
+mod common;
+
+mod business_error;
+mod connection_lost;
+mod contention;
+mod deadlock;
+mod lock_timeout;
+mod options;
+mod raise_exception;
+mod send_spawn;
+mod serialization;
+mod unique_violation;
