@@ -1,0 +1,404 @@
+#![doc = r#"
+txretry adapter for [mysql_async](https://docs.rs/mysql_async) 0.37: reads its typed error
+codes and runs a closure in a transaction that is retried, in place, when MySQL or MariaDB
+says the failure was transient (1213 deadlock, 1205 lock-wait timeout).
+
+Most users reach this crate through the `txretry` facade with the `mysql_async` feature, as
+`txretry::mysql_async`.
+
+# Error codes
+Linking this crate registers an extractor with the default classifier, so
+`RetryPolicy::default()` and `txretry::classify` recognise mysql_async errors with no
+setup ([`extract`]):
+
+| error | code |
+|---|---|
+| `Error::Server(ServerError { code, .. })`, or a `ServerError` link | `Code::MySql(code)` |
+| `Error::Io(..)`, or an `IoError` link | `Code::Driver("io")` |
+| `Error::Driver(DriverError::ConnectionClosed)` | `Code::Driver("connection closed")` |
+| `Error::Driver(DriverError::PoolDisconnected)` | `Code::Driver("pool disconnected")` |
+| `Error::Driver(DriverError::PacketOutOfOrder)` | `Code::Driver("packet out of order")` |
+
+Other driver errors (a parameter count mismatch, a value that does not convert, …) carry no
+code and are permanent.
+
+# Runner
+[`transaction`] / [`transaction_with`] take a `&Pool` and use a fresh connection from it
+for every attempt.
+
+```no_run
+use txretry_core::RetryPolicy;
+use mysql_async::prelude::*;
+
+# async fn demo() -> Result<(), mysql_async::Error> {
+let pool = mysql_async::Pool::new("mysql://root@127.0.0.1:3306/test");
+let policy = RetryPolicy::default();
+txretry_mysql_async::transaction(&pool, &policy, async |tx| {
+    tx.query_drop("UPDATE accounts SET balance = balance - 10 WHERE id = 1").await?;
+    tx.query_drop("UPDATE accounts SET balance = balance + 10 WHERE id = 2").await
+})
+.await?;
+pool.disconnect().await?;
+# Ok(())
+# }
+```
+"#]
+
+use std::error::Error as StdError;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{
+    Conn, DriverError, Error, IoError, IsolationLevel, Pool, ServerError, Transaction, TxOpts,
+};
+use txretry_core::{AsError, Code, Isolation, RetryPolicy, TxFailure, TxOptions};
+
+/// Reads the typed code from one mysql_async error value; the default classifier calls it
+/// for each link of an error's chain. Use it when you write your own classifier closure.
+///
+/// ```
+/// use mysql_async::{Error, ServerError};
+/// use txretry_core::Code;
+///
+/// let err = Error::Server(ServerError {
+///     code: 1213,
+///     message: "Deadlock found when trying to get lock; try restarting transaction".into(),
+///     state: "40001".into(),
+/// });
+/// assert_eq!(txretry_mysql_async::extract(&err), Some(Code::MySql(1213)));
+/// ```
+pub fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
+    if let Some(e) = error.downcast_ref::<Error>() {
+        return match e {
+            Error::Server(server) => Some(Code::MySql(server.code)),
+            Error::Io(_) => Some(Code::Driver("io")),
+            Error::Driver(driver) => driver_code(driver),
+            Error::Other(_) | Error::Url(_) => None,
+        };
+    }
+    if let Some(server) = error.downcast_ref::<ServerError>() {
+        return Some(Code::MySql(server.code));
+    }
+    if error.downcast_ref::<IoError>().is_some() {
+        return Some(Code::Driver("io"));
+    }
+    error.downcast_ref::<DriverError>().and_then(driver_code)
+}
+
+/// The driver errors that mean the connection is gone or cannot be had.
+fn driver_code(error: &DriverError) -> Option<Code> {
+    match error {
+        DriverError::ConnectionClosed => Some(Code::Driver("connection closed")),
+        DriverError::PoolDisconnected => Some(Code::Driver("pool disconnected")),
+        DriverError::PacketOutOfOrder => Some(Code::Driver("packet out of order")),
+        _ => None,
+    }
+}
+
+txretry_core::register_extractor!(MYSQL_ASYNC = extract);
+
+/// Runs `f` in a transaction on a connection from `pool`, retrying the whole transaction
+/// when it fails for a reason `policy` retries. The same as [`transaction_with`] with the
+/// default [`TxOptions`]: the server's default isolation level, read-write.
+///
+/// ```no_run
+/// use mysql_async::prelude::*;
+/// use txretry_core::RetryPolicy;
+///
+/// # async fn demo(pool: &mysql_async::Pool) -> Result<(), mysql_async::Error> {
+/// let policy = RetryPolicy::default();
+/// let balance: Option<i64> = txretry_mysql_async::transaction(pool, &policy, async |tx| {
+///     tx.exec_drop("UPDATE accounts SET balance = balance - 10 WHERE id = ?", (1,)).await?;
+///     tx.exec_first("SELECT balance FROM accounts WHERE id = ?", (1,)).await
+/// })
+/// .await?;
+/// # let _ = balance;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn transaction<T, E, V, F>(pool: &Pool, policy: &RetryPolicy, f: F) -> Result<T, E>
+where
+    F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
+    E: From<Error> + AsError<V>,
+{
+    transaction_with(pool, policy, &TxOptions::default(), f).await
+}
+
+/// Runs `f` in a transaction begun with `options` on a connection from `pool`, retrying the
+/// whole transaction when it fails for a reason `policy` retries; returns `f`'s value once
+/// the transaction commits, or the last error unchanged.
+///
+/// Each attempt:
+/// 1. takes a connection from `pool` and begins with
+///    [`Conn::start_transaction`]: `SET TRANSACTION ISOLATION LEVEL …` from `options`,
+///    `SET TRANSACTION READ ONLY` when [`TxOptions::is_read_only`], then
+///    `START TRANSACTION`; otherwise the server's defaults;
+/// 2. calls `f` with the transaction. `f` may run several times, so keep side effects
+///    outside the database (sending mail, …) out of it, or make them idempotent;
+/// 3. on `Ok`, commits. A failed `COMMIT` is judged with [`TxFailure::at_commit`]: unless
+///    the server answered with an error number (Galera reports certification failures as
+///    1213 at commit), nobody knows whether it landed, and the verdict is ambiguous — never
+///    retried unless the policy is
+///    [`idempotent`](txretry_core::RetryPolicyBuilder::idempotent);
+/// 4. on `Err`, sends `ROLLBACK` before deciding. This matters: after 1205 (lock-wait
+///    timeout) MySQL and MariaDB roll back only the statement that timed out and keep the
+///    transaction open, with everything it did before still applied.
+///
+/// # Connections
+/// The connection goes back to the pool after a successful attempt and after a failure the
+/// server reported. It is closed ([`Conn::disconnect`]) instead when the `ROLLBACK` failed,
+/// when the failure was a [`Connection`](txretry_core::TransientKind::Connection) one, or when
+/// the driver rather than the server reported it (an I/O error, a closed connection): its
+/// state is then unknown. Connection failures are recognised but retried only when the
+/// policy opts in (`retry_on`); each retry takes a new connection from the pool.
+///
+/// # Errors inside the closure
+/// Propagate database errors out of `f` (with `?`): the runner can only roll back and retry
+/// what it sees. After a deadlock (1213) the server has already rolled the whole
+/// transaction back; statements after a swallowed 1213 run in what remains, and the
+/// runner's `COMMIT` would commit them without the work before the deadlock.
+///
+/// # Send
+/// The returned future is `Send` when `f`'s futures are, so it can be `tokio::spawn`ed. Let
+/// `f` own what it uses (`async move |tx| …` over cloned or `Arc` values): a closure that
+/// borrows from the spawning function cannot be `'static`, and rustc sometimes fails to
+/// prove `Send` for futures that hold such borrows across an await
+/// (rust-lang/rust#100013).
+///
+/// # Cancellation
+/// If the returned future is dropped mid-attempt, the connection goes back to the pool
+/// marked as inside a transaction, and the pool rolls it back before reusing it.
+///
+/// ```no_run
+/// use mysql_async::prelude::*;
+/// use txretry_core::{Isolation, RetryPolicy, TxOptions};
+///
+/// # async fn demo(pool: &mysql_async::Pool) -> Result<(), mysql_async::Error> {
+/// let policy = RetryPolicy::builder().max_attempts(5).build().expect("valid policy");
+/// let options = TxOptions::new().isolation(Isolation::ReadCommitted);
+/// txretry_mysql_async::transaction_with(pool, &policy, &options, async |tx| {
+///     tx.query_drop("INSERT INTO ledger (amount) VALUES (10)").await?;
+///     tx.query_drop("UPDATE accounts SET balance = balance + 10 WHERE id = 1").await
+/// })
+/// .await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn transaction_with<T, E, V, F>(
+    pool: &Pool,
+    policy: &RetryPolicy,
+    options: &TxOptions,
+    mut f: F,
+) -> Result<T, E>
+where
+    F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
+    E: From<Error> + AsError<V>,
+{
+    let (tx_opts, untyped_level) = tx_opts(options);
+    txretry_core::retry_async!(policy, options = options, async {
+        let mut conn = pool
+            .get_conn()
+            .await
+            .map_err(|e| TxFailure::in_body(policy, E::from(e)))?;
+        if let Some(level) = untyped_level {
+            // A level this version of mysql_async has no typed option for: the same
+            // statement it would send, from core's fixed strings.
+            let set = format!("SET TRANSACTION ISOLATION LEVEL {}", level.as_sql());
+            if let Err(e) = conn.query_drop(set).await {
+                return Err(failed(policy, conn, E::from(e), true).await);
+            }
+        }
+        // The transaction borrows `conn`; the outcome is decided before `conn` is needed
+        // again (to return it to the pool or close it).
+        let outcome = match conn.start_transaction(tx_opts.clone()).await {
+            Err(e) => Outcome::Failed {
+                error: E::from(e),
+                rolled_back: true,
+            },
+            Ok(mut tx) => match f(&mut tx).await {
+                Ok(value) => match tx.commit().await {
+                    Ok(()) => Outcome::Committed(value),
+                    Err(e) => Outcome::CommitFailed(E::from(e)),
+                },
+                Err(error) => Outcome::Failed {
+                    error,
+                    rolled_back: tx.rollback().await.is_ok(),
+                },
+            },
+        };
+        match outcome {
+            Outcome::Committed(value) => Ok(value),
+            Outcome::Failed { error, rolled_back } => {
+                Err(failed(policy, conn, error, rolled_back).await)
+            }
+            Outcome::CommitFailed(error) => {
+                // mysql_async already tried a ROLLBACK; a connection it could not clean
+                // goes back marked dirty, and the pool cleans or drops it.
+                let failure = TxFailure::at_commit(policy, error);
+                if failure.discards_connection() {
+                    discard(conn).await;
+                }
+                Err(failure)
+            }
+        }
+    })
+}
+
+/// How one attempt ended, decided while the transaction still borrowed the connection.
+enum Outcome<T, E> {
+    Committed(T),
+    /// BEGIN or the closure failed; whether the ROLLBACK after it succeeded.
+    Failed {
+        error: E,
+        rolled_back: bool,
+    },
+    CommitFailed(E),
+}
+
+/// Judges a failure before COMMIT, and closes the connection instead of returning it to the
+/// pool when its state is unknown.
+async fn failed<E, V>(policy: &RetryPolicy, conn: Conn, error: E, rolled_back: bool) -> TxFailure<E>
+where
+    E: AsError<V>,
+{
+    let failure = TxFailure::in_body(policy, error);
+    if !rolled_back || failure.discards_connection() {
+        discard(conn).await;
+    }
+    failure
+}
+
+/// Closes a connection so the pool never hands it out again. `Conn::disconnect` marks it
+/// disconnected before anything can fail, and the pool drops disconnected connections.
+async fn discard(conn: Conn) {
+    let _ = conn.disconnect().await;
+}
+
+/// mysql_async's options for core's, and a level it has no typed option for.
+fn tx_opts(options: &TxOptions) -> (TxOpts, Option<Isolation>) {
+    let mut opts = TxOpts::new();
+    let mut untyped = None;
+    if let Some(level) = options.get_isolation() {
+        match typed_level(level) {
+            Some(typed) => {
+                opts.with_isolation_level(typed);
+            }
+            None => untyped = Some(level),
+        }
+    }
+    if options.is_read_only() {
+        opts.with_readonly(true);
+    }
+    (opts, untyped)
+}
+
+/// mysql_async's typed level for core's, when it has one.
+fn typed_level(level: Isolation) -> Option<IsolationLevel> {
+    match level {
+        Isolation::ReadUncommitted => Some(IsolationLevel::ReadUncommitted),
+        Isolation::ReadCommitted => Some(IsolationLevel::ReadCommitted),
+        Isolation::RepeatableRead => Some(IsolationLevel::RepeatableRead),
+        Isolation::Serializable => Some(IsolationLevel::Serializable),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+    use txretry_core::{TransientKind, Verdict};
+
+    fn server(code: u16, state: &str) -> Error {
+        Error::Server(ServerError {
+            code,
+            message: "hand-built".into(),
+            state: state.into(),
+        })
+    }
+
+    #[test]
+    fn server_errors_carry_their_number() {
+        assert_eq!(extract(&server(1213, "40001")), Some(Code::MySql(1213)));
+        assert_eq!(extract(&server(1205, "HY000")), Some(Code::MySql(1205)));
+        assert_eq!(extract(&server(1062, "23000")), Some(Code::MySql(1062)));
+    }
+
+    #[test]
+    fn a_server_error_link_carries_its_number() {
+        let err = ServerError {
+            code: 1213,
+            message: String::new(),
+            state: "40001".into(),
+        };
+        assert_eq!(extract(&err), Some(Code::MySql(1213)));
+    }
+
+    #[test]
+    fn io_errors_are_driver_detected() {
+        let err = Error::from(io::Error::from(io::ErrorKind::ConnectionReset));
+        assert_eq!(extract(&err), Some(Code::Driver("io")));
+        let link = IoError::from(io::Error::other("packets out of sync"));
+        assert_eq!(extract(&link), Some(Code::Driver("io")));
+    }
+
+    #[test]
+    fn connection_ish_driver_errors_are_driver_detected() {
+        assert_eq!(
+            extract(&Error::Driver(DriverError::ConnectionClosed)),
+            Some(Code::Driver("connection closed"))
+        );
+        assert_eq!(
+            extract(&Error::Driver(DriverError::PoolDisconnected)),
+            Some(Code::Driver("pool disconnected"))
+        );
+        assert_eq!(
+            extract(&DriverError::PacketOutOfOrder),
+            Some(Code::Driver("packet out of order"))
+        );
+    }
+
+    #[test]
+    fn other_driver_errors_have_no_code() {
+        let err = Error::Driver(DriverError::StmtParamsMismatch {
+            required: 2,
+            supplied: 1,
+        });
+        assert_eq!(extract(&err), None);
+        assert_eq!(
+            extract(&Error::Driver(DriverError::NestedTransaction)),
+            None
+        );
+        assert_eq!(extract(&Error::Other("deadlock".into())), None);
+        assert_eq!(extract(&io::Error::other("not a mysql_async error")), None);
+    }
+
+    #[test]
+    fn the_default_classifier_sees_mysql_async_errors() {
+        let c = txretry_core::classify(&server(1213, "40001"));
+        assert_eq!(c.verdict, Verdict::Transient(TransientKind::Deadlock));
+        let c = txretry_core::classify(&Error::Driver(DriverError::ConnectionClosed));
+        assert_eq!(c.verdict, Verdict::Transient(TransientKind::Connection));
+        // A typed code wins over the message: 1062 mentioning "deadlock" stays permanent.
+        let err = Error::Server(ServerError {
+            code: 1062,
+            message: "Duplicate entry 'deadlock' for key 'PRIMARY'".into(),
+            state: "23000".into(),
+        });
+        assert_eq!(txretry_core::classify(&err).verdict, Verdict::Permanent);
+    }
+
+    #[test]
+    fn options_map_to_typed_ones() {
+        let (opts, untyped) = tx_opts(
+            &TxOptions::new()
+                .isolation(Isolation::Serializable)
+                .read_only(true),
+        );
+        assert_eq!(opts.isolation_level(), Some(IsolationLevel::Serializable));
+        assert_eq!(opts.readonly(), Some(true));
+        assert_eq!(untyped, None);
+        let (opts, _) = tx_opts(&TxOptions::new());
+        assert_eq!(opts.isolation_level(), None);
+        assert_eq!(opts.readonly(), None);
+    }
+}

@@ -1,0 +1,83 @@
+//! The runner's connection is killed mid-transaction. Under a policy that opts into
+//! connection retries, the runner closes that connection instead of returning it to the
+//! pool and retries on a fresh one; the default policy returns the error once.
+
+use mysql_async::prelude::*;
+use txretry::{Code, KindSet, RetryPolicy, TransientKind, Verdict};
+
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_connection_is_discarded_and_retried_when_opted_in() {
+    let Some(url) = url("mysql_async::connection_lost") else {
+        return;
+    };
+    let pool = pool(&url);
+    let mut observer = pool.get_conn().await.unwrap();
+    let t = table("my_conn_lost");
+    create_rows(&mut observer, &t, 1).await;
+
+    let (policy, seen) = recording(3);
+    let policy = policy
+        .retry_on(KindSet::DEFAULT.with(TransientKind::Connection))
+        .build()
+        .unwrap();
+    let mut ids = Vec::new();
+    txretry::mysql_async::transaction(&pool, &policy, async |tx| {
+        let id = connection_id(tx).await;
+        ids.push(id);
+        tx.query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
+            .await?;
+        if ids.len() == 1 {
+            observer.query_drop(format!("KILL CONNECTION {id}")).await?;
+        }
+        tx.query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
+            .await
+    })
+    .await
+    .expect("the retry on a fresh connection commits");
+
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1], "the retry ran on another connection");
+    let seen = retried(&seen);
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].verdict,
+        Verdict::Transient(TransientKind::Connection)
+    );
+    // The driver noticed (an I/O error on the killed socket), not the server.
+    assert!(matches!(seen[0].code, Some(Code::Driver(_))), "{seen:?}");
+    assert_eq!(
+        value(&mut observer, &t, 1).await,
+        2,
+        "the killed attempt left nothing behind"
+    );
+
+    // The default policy recognises the failure but does not retry it.
+    let mut attempts = 0;
+    let err = txretry::mysql_async::transaction(&pool, &RetryPolicy::default(), async |tx| {
+        attempts += 1;
+        let id = connection_id(tx).await;
+        observer.query_drop(format!("KILL CONNECTION {id}")).await?;
+        tx.query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
+            .await
+    })
+    .await
+    .expect_err("the connection is gone");
+    assert_eq!(attempts, 1);
+    let classification = txretry::classify(&err);
+    assert_eq!(
+        classification.verdict,
+        Verdict::Transient(TransientKind::Connection),
+        "{err:?}"
+    );
+    assert!(
+        matches!(classification.code, Some(Code::Driver(_))),
+        "{err:?}"
+    );
+    assert_eq!(value(&mut observer, &t, 1).await, 2);
+
+    drop_tables(&mut observer, &[&t]).await;
+    drop(observer);
+    pool.disconnect().await.unwrap();
+}
