@@ -1,0 +1,144 @@
+//! The little that differs per database: placeholders, one cast, reading "rows affected",
+//! and how to connect. Everything else in the lab is written once, generic over sqlx's
+//! `Database`.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlQueryResult};
+use sqlx::pool::PoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgQueryResult, Postgres};
+use sqlx::sqlite::{
+    Sqlite, SqliteConnectOptions, SqliteJournalMode, SqliteQueryResult, SqliteSynchronous,
+};
+use sqlx::{ConnectOptions, Connection, Pool};
+
+/// How long SQLite waits for a lock before answering `SQLITE_BUSY`.
+pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a worker waits for a pooled connection before its transaction fails.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the first connection may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A database the lab runs on: one of sqlx's, with the few facts that differ.
+pub trait LabDb: txretry::sqlx::Backend {
+    /// Whether placeholders are numbered (`$1`: Postgres, SQLite) or not (`?`: MySQL).
+    const NUMBERED_PLACEHOLDERS: bool;
+
+    /// Rows an `UPDATE` changed.
+    fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// Placeholder number `n` (1-based).
+    fn placeholder(n: usize) -> String {
+        if Self::NUMBERED_PLACEHOLDERS {
+            format!("${n}")
+        } else {
+            "?".to_owned()
+        }
+    }
+}
+
+impl LabDb for Postgres {
+    const NUMBERED_PLACEHOLDERS: bool = true;
+
+    fn rows_affected(result: &PgQueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
+impl LabDb for MySql {
+    const NUMBERED_PLACEHOLDERS: bool = false;
+
+    fn rows_affected(result: &MySqlQueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
+impl LabDb for Sqlite {
+    const NUMBERED_PLACEHOLDERS: bool = true;
+
+    fn rows_affected(result: &SqliteQueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
+/// Pool settings shared by every database: one connection per worker, no liveness ping
+/// before each acquire (the lab measures transactions, not the pool; pgbench pings
+/// nothing either).
+fn pool_options<DB: sqlx::Database>(workers: usize) -> PoolOptions<DB> {
+    let size = u32::try_from(workers).unwrap_or(u32::MAX);
+    PoolOptions::new()
+        .max_connections(size)
+        .min_connections(0)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire(false)
+}
+
+/// Opens one connection first, so that a wrong URL, password or host fails at once with
+/// the driver's own reason (the pool would retry a refused connection until it timed out
+/// and then only say "timed out"), then builds the pool.
+async fn pool_with<DB>(
+    options: <DB::Connection as Connection>::Options,
+    workers: usize,
+) -> Result<Pool<DB>, sqlx::Error>
+where
+    DB: sqlx::Database,
+{
+    let first = tokio::time::timeout(CONNECT_TIMEOUT, options.connect())
+        .await
+        .map_err(|_| {
+            sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "connecting timed out",
+            ))
+        })??;
+    first.close().await?;
+    Ok(pool_options::<DB>(workers).connect_lazy_with(options))
+}
+
+/// A Postgres pool for `url`.
+pub async fn postgres(url: &str, workers: usize) -> Result<Pool<Postgres>, sqlx::Error> {
+    let options = PgConnectOptions::from_str(url)?.application_name("txretry-lab");
+    pool_with(options, workers).await
+}
+
+/// A MySQL / MariaDB pool for `url`.
+pub async fn mysql(url: &str, workers: usize) -> Result<Pool<MySql>, sqlx::Error> {
+    let options = MySqlConnectOptions::from_str(url)?;
+    pool_with(options, workers).await
+}
+
+/// An SQLite pool on the file at `path` (created if missing), in WAL mode.
+pub async fn sqlite_file(path: &Path, workers: usize) -> Result<Pool<Sqlite>, sqlx::Error> {
+    sqlite(SqliteConnectOptions::new().filename(path), workers).await
+}
+
+/// An SQLite pool for a `sqlite:` URL (created if missing), in WAL mode.
+pub async fn sqlite_url(url: &str, workers: usize) -> Result<Pool<Sqlite>, sqlx::Error> {
+    sqlite(SqliteConnectOptions::from_str(url)?, workers).await
+}
+
+async fn sqlite(
+    options: SqliteConnectOptions,
+    workers: usize,
+) -> Result<Pool<Sqlite>, sqlx::Error> {
+    let options = options
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(SQLITE_BUSY_TIMEOUT);
+    pool_with(options, workers).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders() {
+        assert_eq!(Postgres::placeholder(2), "$2");
+        assert_eq!(Sqlite::placeholder(3), "$3");
+        assert_eq!(MySql::placeholder(2), "?");
+    }
+}

@@ -1,0 +1,291 @@
+//! The command line: flags, their values, and the checks that make a bad value a usage
+//! error (exit code 2) before anything connects.
+
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+use crate::duration::parse_duration;
+
+/// Largest `--workers`: more would only measure the pool and the scheduler.
+pub const MAX_WORKERS: usize = 1024;
+/// Largest `--rows`.
+pub const MAX_ROWS: u32 = 1_000_000;
+
+/// Exit codes, also listed in `--help`.
+pub const AFTER_HELP: &str = "\
+Exit codes:
+    0  every run finished and every invariant check passed
+    1  a run finished but an invariant check FAILED (money created or lost, a ledger
+       row missing or doubled, a counter off)
+    2  nothing was measured: a bad flag or value, or the database could not be
+       reached or set up
+  130  Ctrl-C cut the runs short (what ran is still reported and checked)
+
+Passwords in --db URLs are never printed: user:pass@ shows as user:***@.";
+
+/// Runs contention workloads against a database through txretry's sqlx runner and reports
+/// what each retry policy achieved.
+#[derive(Debug, Parser)]
+#[command(name = "txretry-lab", version, about, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// `sqlite` (a fresh file in a temp dir), `sqlite://PATH`, `postgres://…` or `mysql://…`.
+    #[arg(long, default_value = "sqlite", value_name = "DB")]
+    pub db: String,
+
+    /// What every transaction does.
+    #[arg(long, value_enum, default_value_t = Workload::Transfer)]
+    pub workload: Workload,
+
+    /// Accounts (transfer) or hot rows (hot-rows) [default: 8 for transfer, 4 for hot-rows].
+    #[arg(long, value_name = "N", value_parser = parse_rows)]
+    pub rows: Option<u32>,
+
+    /// Concurrent workers; the pool holds as many connections.
+    #[arg(long, value_name = "N", default_value = "4", value_parser = parse_workers, allow_negative_numbers = true)]
+    pub workers: usize,
+
+    /// How long each policy runs, e.g. `500ms`, `5s`, `2m`.
+    #[arg(long, value_name = "TIME", default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+
+    /// Isolation level (Postgres, MySQL); SQLite is always serializable and ignores it
+    /// [default: the server's].
+    #[arg(long, value_enum)]
+    pub isolation: Option<IsolationArg>,
+
+    /// How SQLite transactions begin (ignored by other databases).
+    #[arg(long, value_enum, default_value_t = SqliteBeginArg::Immediate)]
+    pub sqlite_begin: SqliteBeginArg,
+
+    /// A retry preset, or `all` to run every preset one after the other and compare them.
+    #[arg(long, value_enum, default_value_t = PolicyArg::Default)]
+    pub policy: PolicyArg,
+
+    /// Print one JSON array (an object per run) on stdout and nothing else there.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The transaction every worker runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Move money between two random accounts; refuse when funds are insufficient.
+    Transfer,
+    /// Read a random row of a few and add one to its counter.
+    HotRows,
+}
+
+impl Workload {
+    /// The name used in reports (the flag's value).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Workload::Transfer => "transfer",
+            Workload::HotRows => "hot-rows",
+        }
+    }
+
+    /// Rows when `--rows` is not given.
+    pub fn default_rows(self) -> u32 {
+        match self {
+            Workload::Transfer => 8,
+            Workload::HotRows => 4,
+        }
+    }
+
+    /// The fewest rows the workload can run on.
+    pub fn min_rows(self) -> u32 {
+        match self {
+            Workload::Transfer => 2,
+            Workload::HotRows => 1,
+        }
+    }
+}
+
+/// `--isolation` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum IsolationArg {
+    /// READ COMMITTED.
+    ReadCommitted,
+    /// REPEATABLE READ.
+    RepeatableRead,
+    /// SERIALIZABLE.
+    Serializable,
+}
+
+impl IsolationArg {
+    /// The level txretry applies.
+    pub fn level(self) -> txretry::Isolation {
+        match self {
+            IsolationArg::ReadCommitted => txretry::Isolation::ReadCommitted,
+            IsolationArg::RepeatableRead => txretry::Isolation::RepeatableRead,
+            IsolationArg::Serializable => txretry::Isolation::Serializable,
+        }
+    }
+
+    /// The flag's value, as reports show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IsolationArg::ReadCommitted => "read-committed",
+            IsolationArg::RepeatableRead => "repeatable-read",
+            IsolationArg::Serializable => "serializable",
+        }
+    }
+}
+
+/// `--sqlite-begin` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SqliteBeginArg {
+    /// `BEGIN IMMEDIATE`: writers queue on the busy timeout (the runner's default).
+    Immediate,
+    /// `BEGIN DEFERRED`: a reader that then writes can hit `SQLITE_BUSY_SNAPSHOT` and retry.
+    Deferred,
+}
+
+impl SqliteBeginArg {
+    /// The begin behaviour txretry applies.
+    pub fn begin(self) -> txretry::SqliteBegin {
+        match self {
+            SqliteBeginArg::Immediate => txretry::SqliteBegin::Immediate,
+            SqliteBeginArg::Deferred => txretry::SqliteBegin::Deferred,
+        }
+    }
+
+    /// The flag's value, as reports show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SqliteBeginArg::Immediate => "immediate",
+            SqliteBeginArg::Deferred => "deferred",
+        }
+    }
+}
+
+/// `--policy` values: a preset, or all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    /// No retry: `RetryPolicy::disabled()`.
+    None,
+    /// `RetryPolicy::default()`: 2 attempts, linear 150 ms × N.
+    Default,
+    /// 50 attempts, no wait between them.
+    Immediate,
+    /// 50 attempts, exponential backoff from 2 ms ×2 capped at 100 ms, full jitter.
+    ExpJitter,
+    /// exp-jitter plus per-key admission: transactions naming the same row take turns.
+    Contention,
+    /// Every preset, one after the other, in one comparison table.
+    All,
+}
+
+fn parse_workers(text: &str) -> Result<usize, String> {
+    let message = || format!("must be a whole number from 1 to {MAX_WORKERS}");
+    let n: i64 = text.trim().parse().map_err(|_| message())?;
+    match usize::try_from(n) {
+        Ok(n) if (1..=MAX_WORKERS).contains(&n) => Ok(n),
+        _ => Err(message()),
+    }
+}
+
+fn parse_rows(text: &str) -> Result<u32, String> {
+    let message = || format!("must be a whole number from 1 to {MAX_ROWS}");
+    let n: i64 = text.trim().parse().map_err(|_| message())?;
+    match u32::try_from(n) {
+        Ok(n) if (1..=MAX_ROWS).contains(&n) => Ok(n),
+        _ => Err(message()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use clap::error::ErrorKind;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("txretry-lab").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_command_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn no_arguments_is_the_first_run_demo() {
+        let cli = parse(&[]).expect("parses");
+        assert_eq!(cli.db, "sqlite");
+        assert_eq!(cli.workload, Workload::Transfer);
+        assert_eq!(cli.policy, PolicyArg::Default);
+        assert_eq!(cli.duration, Duration::from_secs(5));
+        assert!(cli.workers > 1);
+        assert!(!cli.json);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            &["--workers", "-3"][..],
+            &["--workers", "0"],
+            &["--workers", "many"],
+            &["--workers", "100000"],
+            &["--rows", "0"],
+            &["--duration", "5x"],
+            &["--duration", "0s"],
+            &["--policy", "bogus"],
+            &["--isolation", "chaos"],
+            &["--workload", "nope"],
+        ] {
+            let err = parse(args).expect_err(&format!("{args:?} must be refused"));
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            assert!(
+                matches!(
+                    err.kind(),
+                    ErrorKind::ValueValidation | ErrorKind::InvalidValue
+                ),
+                "{args:?}: {:?}",
+                err.kind()
+            );
+        }
+    }
+
+    #[test]
+    fn workers_error_says_what_is_allowed() {
+        let err = parse(&["--workers", "-3"])
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("--workers"), "{err}");
+        assert!(err.contains("from 1 to"), "{err}");
+    }
+
+    #[test]
+    fn every_flag_parses() {
+        let cli = parse(&[
+            "--db",
+            "postgres://u@h/db",
+            "--workload",
+            "hot-rows",
+            "--rows",
+            "4",
+            "--workers",
+            "32",
+            "--duration",
+            "500ms",
+            "--isolation",
+            "repeatable-read",
+            "--sqlite-begin",
+            "deferred",
+            "--policy",
+            "exp-jitter",
+            "--json",
+        ])
+        .expect("parses");
+        assert_eq!(cli.workload, Workload::HotRows);
+        assert_eq!(cli.rows, Some(4));
+        assert_eq!(cli.workers, 32);
+        assert_eq!(cli.duration, Duration::from_millis(500));
+        assert_eq!(cli.isolation, Some(IsolationArg::RepeatableRead));
+        assert_eq!(cli.sqlite_begin, SqliteBeginArg::Deferred);
+        assert_eq!(cli.policy, PolicyArg::ExpJitter);
+        assert!(cli.json);
+    }
+}

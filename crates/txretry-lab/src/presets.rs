@@ -1,0 +1,172 @@
+//! The retry strategies the lab compares, each built fresh for a run with an `on_retry` hook
+//! that counts retries by kind.
+
+use std::time::Duration;
+
+use txretry::{Admission, Backoff, Jitter, RetryPolicy};
+
+use crate::cli::PolicyArg;
+use crate::stats::RetryCounter;
+
+/// Attempts for the presets that retry "until it works" (the `--policy` help in cli.rs
+/// says 50 too).
+pub const MANY_ATTEMPTS: u32 = 50;
+/// First wait of the exponential presets.
+pub const EXP_INITIAL: Duration = Duration::from_millis(2);
+/// Growth of the exponential presets.
+pub const EXP_FACTOR: f64 = 2.0;
+/// Cap on every wait of the exponential presets.
+pub const EXP_CAP: Duration = Duration::from_millis(100);
+
+/// A retry strategy the lab can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preset {
+    /// `RetryPolicy::disabled()`: one attempt, the error surfaces.
+    None,
+    /// `RetryPolicy::default()`: 2 attempts, 150 ms × N.
+    Default,
+    /// [`MANY_ATTEMPTS`] attempts, no wait.
+    Immediate,
+    /// [`MANY_ATTEMPTS`] attempts, exponential [`EXP_INITIAL`] × [`EXP_FACTOR`] up to
+    /// [`EXP_CAP`], full jitter.
+    ExpJitter,
+    /// `ExpJitter` plus `Admission::per_key()`; every transaction names the rows it
+    /// contends on.
+    Contention,
+}
+
+impl Preset {
+    /// Every preset, in the order `--policy all` runs them.
+    pub const ALL: [Preset; 5] = [
+        Preset::None,
+        Preset::Default,
+        Preset::Immediate,
+        Preset::ExpJitter,
+        Preset::Contention,
+    ];
+
+    /// The presets a `--policy` value asks for.
+    pub fn selected(arg: PolicyArg) -> Vec<Preset> {
+        match arg {
+            PolicyArg::None => vec![Preset::None],
+            PolicyArg::Default => vec![Preset::Default],
+            PolicyArg::Immediate => vec![Preset::Immediate],
+            PolicyArg::ExpJitter => vec![Preset::ExpJitter],
+            PolicyArg::Contention => vec![Preset::Contention],
+            PolicyArg::All => Preset::ALL.to_vec(),
+        }
+    }
+
+    /// The name `--policy` takes and reports print.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::None => "none",
+            Preset::Default => "default",
+            Preset::Immediate => "immediate",
+            Preset::ExpJitter => "exp-jitter",
+            Preset::Contention => "contention",
+        }
+    }
+
+    /// One line saying what the preset does.
+    pub fn describe(self) -> String {
+        let exp = format!(
+            "{MANY_ATTEMPTS} attempts, exponential {}ms x{EXP_FACTOR} capped at {}ms, full jitter",
+            EXP_INITIAL.as_millis(),
+            EXP_CAP.as_millis()
+        );
+        match self {
+            Preset::None => "1 attempt (RetryPolicy::disabled())".to_owned(),
+            Preset::Default => "2 attempts, linear 150ms x N (RetryPolicy::default())".to_owned(),
+            Preset::Immediate => format!("{MANY_ATTEMPTS} attempts, no wait"),
+            Preset::ExpJitter => exp,
+            Preset::Contention => format!("{exp}, per-key admission"),
+        }
+    }
+
+    /// Whether transactions should name the keys they contend on.
+    pub fn names_keys(self) -> bool {
+        self == Preset::Contention
+    }
+
+    /// The policy for one run. Retries are counted into `counter`; `admission` is shared by
+    /// every worker of the run (only the contention preset uses it).
+    pub fn policy(self, counter: &RetryCounter, admission: &Admission) -> RetryPolicy {
+        if self == Preset::None {
+            // Never retries, so there is nothing for a hook to count.
+            return RetryPolicy::disabled();
+        }
+        // `RetryPolicy::default()` cannot take a hook afterwards; the builder starts from
+        // the same defaults, so `Default` is the builder untouched plus the hook.
+        let counter = counter.clone();
+        let mut builder =
+            RetryPolicy::builder().on_retry(move |event| counter.record(event.kind()));
+        builder = match self {
+            Preset::None | Preset::Default => builder,
+            Preset::Immediate => builder.max_attempts(MANY_ATTEMPTS).backoff(Backoff::None),
+            Preset::ExpJitter | Preset::Contention => builder
+                .max_attempts(MANY_ATTEMPTS)
+                .backoff(Backoff::Exponential {
+                    initial: EXP_INITIAL,
+                    factor: EXP_FACTOR,
+                })
+                .max_delay(EXP_CAP)
+                .jitter(Jitter::Full),
+        };
+        if self == Preset::Contention {
+            builder = builder.admission(admission.clone());
+        }
+        builder
+            .build()
+            .unwrap_or_else(|e| unreachable!("preset {} is valid: {e}", self.name()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn every_preset_has_a_flag_of_the_same_name() {
+        for preset in Preset::ALL {
+            let arg = PolicyArg::from_str(preset.name(), false).expect("a --policy value");
+            assert_eq!(Preset::selected(arg), vec![preset]);
+        }
+        assert_eq!(Preset::selected(PolicyArg::All), Preset::ALL.to_vec());
+        // And no flag value without a preset (besides `all`).
+        assert_eq!(PolicyArg::value_variants().len(), Preset::ALL.len() + 1);
+    }
+
+    #[test]
+    fn policies_build_with_the_documented_settings() {
+        let counter = RetryCounter::default();
+        let admission = Admission::per_key();
+        assert_eq!(Preset::None.policy(&counter, &admission).max_attempts(), 1);
+        assert_eq!(
+            Preset::Default.policy(&counter, &admission).max_attempts(),
+            RetryPolicy::default().max_attempts()
+        );
+        for preset in [Preset::Immediate, Preset::ExpJitter, Preset::Contention] {
+            assert_eq!(
+                preset.policy(&counter, &admission).max_attempts(),
+                MANY_ATTEMPTS
+            );
+        }
+    }
+
+    #[test]
+    fn default_preset_decides_like_the_library_default() {
+        use txretry::{TransientKind, Verdict};
+        let counter = RetryCounter::default();
+        let ours = Preset::Default.policy(&counter, &Admission::per_key());
+        let theirs = RetryPolicy::default();
+        let v = Verdict::Transient(TransientKind::Deadlock);
+        for attempt in 1..=3 {
+            assert_eq!(
+                ours.decide(v, attempt, Duration::ZERO, 0.5),
+                theirs.decide(v, attempt, Duration::ZERO, 0.5)
+            );
+        }
+    }
+}

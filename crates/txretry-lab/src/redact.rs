@@ -1,0 +1,233 @@
+//! Keeping passwords out of everything the lab prints: the `--db` URL itself, and any text
+//! (a driver's error message, a usage error) that might echo it.
+
+/// The mask that replaces a secret.
+pub const MASK: &str = "***";
+
+/// The URL with the password of `user:pass@` and any `password=` style query parameter
+/// replaced by `***`. Errs on the side of hiding too much: everything between `://` and the
+/// last `@` before the query counts as user info.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return redact_query(url);
+    };
+    let (head, rest) = url.split_at(scheme_end + 3);
+    let query_start = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (before_query, query) = rest.split_at(query_start);
+    let redacted_authority = match before_query.rfind('@') {
+        Some(at) => {
+            let (userinfo, host_and_path) = before_query.split_at(at);
+            match userinfo.find(':') {
+                Some(colon) => format!("{}:{MASK}{host_and_path}", &userinfo[..colon]),
+                None => before_query.to_owned(),
+            }
+        }
+        None => before_query.to_owned(),
+    };
+    format!("{head}{redacted_authority}{}", redact_query(query))
+}
+
+/// `?a=1&password=x` → `?a=1&password=***`: any parameter whose name mentions `pass` or `pwd`.
+fn redact_query(query: &str) -> String {
+    let Some(q) = query.find('?') else {
+        return query.to_owned();
+    };
+    let (path, params) = query.split_at(q + 1);
+    let redacted: Vec<String> = params
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if is_secret_key(key) => format!("{key}={MASK}"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{path}{}", redacted.join("&"))
+}
+
+fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    key.contains("pass") || key.contains("pwd") || key.contains("secret")
+}
+
+/// The password in a URL's user info, as written (percent-encoded) and decoded, when
+/// there is one.
+pub fn passwords_in(url: &str) -> Vec<String> {
+    let Some(scheme_end) = url.find("://") else {
+        return Vec::new();
+    };
+    let rest = &url[scheme_end + 3..];
+    let before_query = &rest[..rest.find(['?', '#']).unwrap_or(rest.len())];
+    let mut found = Vec::new();
+    if let Some(at) = before_query.rfind('@')
+        && let Some((_, password)) = before_query[..at].split_once(':')
+    {
+        found.push(password.to_owned());
+    }
+    if let Some(q) = rest.find('?') {
+        for pair in rest[q + 1..].split(['&', '#']) {
+            if let Some((key, value)) = pair.split_once('=')
+                && is_secret_key(key)
+            {
+                found.push(value.to_owned());
+            }
+        }
+    }
+    let decoded: Vec<String> = found.iter().map(|p| percent_decode(p)).collect();
+    found.extend(decoded);
+    found.retain(|p| !p.is_empty());
+    found.sort();
+    found.dedup();
+    // Longest first, so a password containing another is replaced whole.
+    found.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    found
+}
+
+/// Text safe to print: every URL in it redacted, and every known secret masked wherever it
+/// appears (a driver may echo a password outside a URL).
+pub fn scrub(text: &str, secrets: &[String]) -> String {
+    let mut out = redact_urls_in(text);
+    for secret in secrets {
+        if !secret.is_empty() {
+            out = out.replace(secret.as_str(), MASK);
+        }
+    }
+    out
+}
+
+/// Every `scheme://…` token in free text, redacted with [`redact_url`]. A token ends at
+/// whitespace or a quote.
+pub fn redact_urls_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(pos) = rest.find("://") {
+        // The token starts after the last delimiter before `://`.
+        let start = rest[..pos].rfind(is_delimiter).map_or(0, |i| {
+            i + rest[i..].chars().next().map_or(1, char::len_utf8)
+        });
+        let end = rest[pos..]
+            .find(is_delimiter)
+            .map_or(rest.len(), |i| pos + i);
+        out.push_str(&rest[..start]);
+        out.push_str(&redact_url(&rest[start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn is_delimiter(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '\'' | '"' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | '{' | '}' | ','
+        )
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push(h * 16 + l);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_and_password() {
+        assert_eq!(
+            redact_url("postgres://alice:s3cret@db:5432/app"),
+            "postgres://alice:***@db:5432/app"
+        );
+        assert_eq!(
+            redact_url("mysql://root:pw@127.0.0.1/test?ssl-mode=disabled"),
+            "mysql://root:***@127.0.0.1/test?ssl-mode=disabled"
+        );
+    }
+
+    #[test]
+    fn nothing_to_hide() {
+        for url in [
+            "postgres://postgres@127.0.0.1:5432/test",
+            "mysql://h/db",
+            "sqlite://lab.db",
+            "sqlite",
+        ] {
+            assert_eq!(redact_url(url), url);
+        }
+    }
+
+    #[test]
+    fn awkward_passwords() {
+        // An unencoded '@' or '/' in the password: everything up to the last '@' is user info.
+        assert_eq!(
+            redact_url("postgres://u:p@ss@h/db"),
+            "postgres://u:***@h/db"
+        );
+        assert_eq!(redact_url("postgres://u:a/b@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact_url("postgres://:only@h"), "postgres://:***@h");
+        assert_eq!(redact_url("postgres://u:@h"), "postgres://u:***@h");
+    }
+
+    #[test]
+    fn password_parameters() {
+        assert_eq!(
+            redact_url("postgres://h/db?user=u&password=x&sslmode=disable"),
+            "postgres://h/db?user=u&password=***&sslmode=disable"
+        );
+    }
+
+    #[test]
+    fn urls_inside_text() {
+        let text = "invalid value 'postgres://u:hunter2@h/db' for '--db'; also mysql://r:pw@x";
+        let clean = redact_urls_in(text);
+        assert_eq!(
+            clean,
+            "invalid value 'postgres://u:***@h/db' for '--db'; also mysql://r:***@x"
+        );
+    }
+
+    #[test]
+    fn known_secrets_are_masked_anywhere() {
+        let url = "postgres://u:p%40ss%2Fword@h/db";
+        let secrets = passwords_in(url);
+        assert!(secrets.contains(&"p@ss/word".to_owned()), "{secrets:?}");
+        assert!(secrets.contains(&"p%40ss%2Fword".to_owned()), "{secrets:?}");
+        let clean = scrub(
+            "auth failed with password p@ss/word for postgres://u:p%40ss%2Fword@h/db",
+            &secrets,
+        );
+        assert!(
+            !clean.contains("p@ss/word") && !clean.contains("p%40ss"),
+            "{clean}"
+        );
+    }
+
+    #[test]
+    fn percent_decoding_is_total() {
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(percent_decode("%zz%41"), "%zzA");
+        assert_eq!(percent_decode("%"), "%");
+    }
+}

@@ -1,0 +1,335 @@
+//! The numbers of one run as reported (JSON and human), and the human output: a summary
+//! for one run, a comparison table for several.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::duration::format_duration;
+use crate::run::RunResult;
+use crate::stats::{Percentiles, ratio};
+
+/// Where and how the runs ran: the same for every run of one invocation.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// The database, password redacted.
+    pub db: String,
+    /// `sqlite`, `postgres` or `mysql`.
+    pub engine: &'static str,
+    /// `transfer` or `hot-rows`.
+    pub workload: &'static str,
+    /// The isolation the transactions ran at (`server-default` when not set; SQLite:
+    /// always `serializable`).
+    pub isolation: String,
+    /// How SQLite transactions began; `None` on other engines.
+    pub sqlite_begin: Option<&'static str>,
+    /// Accounts or hot rows.
+    pub rows: u32,
+    /// Concurrent workers.
+    pub workers: usize,
+    /// The requested duration of each run.
+    pub duration: std::time::Duration,
+}
+
+/// One run, as the JSON array holds it. Rates and percentiles are `null` when undefined
+/// (nothing committed).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// The preset's name.
+    pub policy: &'static str,
+    /// What the preset does.
+    pub policy_description: String,
+    /// The database, password redacted.
+    pub db: String,
+    /// `sqlite`, `postgres` or `mysql`.
+    pub engine: &'static str,
+    /// `transfer` or `hot-rows`.
+    pub workload: &'static str,
+    /// Isolation level.
+    pub isolation: String,
+    /// SQLite's begin behaviour (`null` on other engines).
+    pub sqlite_begin: Option<&'static str>,
+    /// Accounts or hot rows.
+    pub rows: u32,
+    /// Concurrent workers.
+    pub workers: usize,
+    /// Requested duration, seconds.
+    pub duration_s: f64,
+    /// Measured duration (until the last transaction ended), seconds.
+    pub elapsed_s: f64,
+    /// Transactions committed.
+    pub committed: u64,
+    /// Transactions refused for a business reason (insufficient funds).
+    pub business_failed: u64,
+    /// Transactions whose database error surfaced.
+    pub failed: u64,
+    /// `failed` by verdict: a transient kind's name, `ambiguous` or `permanent`.
+    pub failed_by_kind: BTreeMap<String, u64>,
+    /// Every attempt, first ones included.
+    pub attempts: u64,
+    /// attempts / committed.
+    pub attempts_per_commit: Option<f64>,
+    /// Retries (counted by the policy's `on_retry` hook).
+    pub retries: u64,
+    /// Retries by kind; every kind is present.
+    pub retries_by_kind: BTreeMap<String, u64>,
+    /// retries / committed.
+    pub retries_per_commit: Option<f64>,
+    /// Commits per second of elapsed time.
+    pub tps: f64,
+    /// Latency of committed transactions (retries and waits included), milliseconds.
+    pub p50_ms: Option<f64>,
+    /// 95th percentile, milliseconds.
+    pub p95_ms: Option<f64>,
+    /// 99th percentile, milliseconds.
+    pub p99_ms: Option<f64>,
+    /// Slowest commit, milliseconds.
+    pub max_ms: Option<f64>,
+    /// Whether the invariant held.
+    pub invariant_ok: bool,
+    /// What the invariant check found.
+    pub invariant: String,
+    /// Whether Ctrl-C cut the run short.
+    pub interrupted: bool,
+}
+
+impl RunReport {
+    /// The report of `result`, run with `setup`.
+    pub fn new(setup: &Setup, mut result: RunResult) -> RunReport {
+        let t = &mut result.tally;
+        let latency = Percentiles::of(&mut t.latencies_us);
+        let elapsed = result.elapsed.as_secs_f64();
+        let retries = result.retries.total();
+        RunReport {
+            policy: result.preset.name(),
+            policy_description: result.preset.describe(),
+            db: setup.db.clone(),
+            engine: setup.engine,
+            workload: setup.workload,
+            isolation: setup.isolation.clone(),
+            sqlite_begin: setup.sqlite_begin,
+            rows: setup.rows,
+            workers: setup.workers,
+            duration_s: setup.duration.as_secs_f64(),
+            elapsed_s: round(elapsed, 3),
+            committed: t.committed,
+            business_failed: t.business_failed,
+            failed: t.failed(),
+            failed_by_kind: t.failed_by_kind.clone(),
+            attempts: t.attempts,
+            attempts_per_commit: ratio(t.attempts, t.committed).map(|r| round(r, 3)),
+            retries,
+            retries_by_kind: result.retries.by_kind(),
+            retries_per_commit: ratio(retries, t.committed).map(|r| round(r, 3)),
+            tps: if elapsed > 0.0 {
+                round(t.committed as f64 / elapsed, 1)
+            } else {
+                0.0
+            },
+            p50_ms: latency.p50.map(|v| round(v, 3)),
+            p95_ms: latency.p95.map(|v| round(v, 3)),
+            p99_ms: latency.p99.map(|v| round(v, 3)),
+            max_ms: latency.max.map(|v| round(v, 3)),
+            invariant_ok: result.invariant.ok,
+            invariant: result.invariant.detail,
+            interrupted: result.interrupted,
+        }
+    }
+}
+
+fn round(value: f64, places: i32) -> f64 {
+    let scale = 10f64.powi(places);
+    (value * scale).round() / scale
+}
+
+/// The line saying what ran where.
+pub fn headline(setup: &Setup) -> String {
+    let begin = setup
+        .sqlite_begin
+        .map(|b| format!(", begin {b}"))
+        .unwrap_or_default();
+    format!(
+        "txretry-lab: {} on {}, {} rows, {} workers, {} per policy, isolation {}{begin}",
+        setup.workload,
+        setup.db,
+        setup.rows,
+        setup.workers,
+        format_duration(setup.duration),
+        setup.isolation
+    )
+}
+
+fn opt(value: Option<f64>, places: usize) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.places$}"))
+}
+
+fn nonzero(map: &BTreeMap<String, u64>) -> String {
+    let parts: Vec<String> = map
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k}:{n}"))
+        .collect();
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join(" ")
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "OK" } else { "FAILED" }
+}
+
+/// The human summary of one run.
+pub fn summary(setup: &Setup, r: &RunReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", headline(setup));
+    let _ = writeln!(out, "policy {}: {}", r.policy, r.policy_description);
+    if r.interrupted {
+        let _ = writeln!(out, "(interrupted after {:.1}s)", r.elapsed_s);
+    }
+    let rows: Vec<(&str, String)> = vec![
+        (
+            "committed",
+            format!(
+                "{}  ({:.1} tx/s over {:.2}s)",
+                r.committed, r.tps, r.elapsed_s
+            ),
+        ),
+        (
+            "business failures",
+            format!(
+                "{}  (insufficient funds: a real outcome, never retried)",
+                r.business_failed
+            ),
+        ),
+        (
+            "failed",
+            format!(
+                "{}  {}",
+                r.failed,
+                if r.failed > 0 {
+                    nonzero(&r.failed_by_kind)
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+        (
+            "attempts",
+            format!(
+                "{}  ({} per commit)",
+                r.attempts,
+                opt(r.attempts_per_commit, 3)
+            ),
+        ),
+        (
+            "retries",
+            format!(
+                "{}  ({} per commit)  {}",
+                r.retries,
+                opt(r.retries_per_commit, 3),
+                nonzero(&r.retries_by_kind)
+            ),
+        ),
+        (
+            "latency (commits)",
+            format!(
+                "p50 {} ms  p95 {} ms  p99 {} ms  max {} ms",
+                opt(r.p50_ms, 2),
+                opt(r.p95_ms, 2),
+                opt(r.p99_ms, 2),
+                opt(r.max_ms, 2)
+            ),
+        ),
+        (
+            "invariant",
+            format!("{}  ({})", verdict(r.invariant_ok), r.invariant),
+        ),
+    ];
+    for (label, value) in rows {
+        let _ = writeln!(out, "  {label:<18} {}", value.trim_end());
+    }
+    if setup.sqlite_begin == Some("immediate") && r.retries == 0 {
+        let _ = writeln!(
+            out,
+            "hint: BEGIN IMMEDIATE makes SQLite writers queue on the busy timeout, so there was nothing to retry;\n      \
+             try --sqlite-begin deferred to see retries, or --policy all to compare the presets"
+        );
+    }
+    out
+}
+
+/// The comparison table of several runs.
+pub fn table(setup: &Setup, reports: &[RunReport]) -> String {
+    let header = [
+        "policy",
+        "committed",
+        "tps",
+        "biz-fail",
+        "failed",
+        "att/commit",
+        "retry/commit",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "invariant",
+        "retries by kind",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
+    for r in reports {
+        rows.push(vec![
+            r.policy.to_owned(),
+            r.committed.to_string(),
+            format!("{:.1}", r.tps),
+            r.business_failed.to_string(),
+            r.failed.to_string(),
+            opt(r.attempts_per_commit, 3),
+            opt(r.retries_per_commit, 3),
+            opt(r.p50_ms, 2),
+            opt(r.p95_ms, 2),
+            opt(r.p99_ms, 2),
+            verdict(r.invariant_ok).to_owned(),
+            nonzero(&r.retries_by_kind),
+        ]);
+    }
+    let columns = header.len();
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .map(|row| row[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", headline(setup));
+    for (i, row) in rows.iter().enumerate() {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            let w = widths[c];
+            // Text columns left-aligned, numbers right-aligned.
+            if c == 0 || c >= columns - 2 {
+                let _ = write!(line, "{cell:<w$}  ");
+            } else {
+                let _ = write!(line, "{cell:>w$}  ");
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+        if i == 0 {
+            let _ = writeln!(
+                out,
+                "{}",
+                "-".repeat(widths.iter().sum::<usize>() + 2 * (columns - 1))
+            );
+        }
+    }
+    for r in reports.iter().filter(|r| !r.invariant_ok) {
+        let _ = writeln!(out, "invariant FAILED for {}: {}", r.policy, r.invariant);
+    }
+    if reports.iter().any(|r| r.interrupted) {
+        let _ = writeln!(out, "(interrupted: the last run was cut short)");
+    }
+    out
+}

@@ -1,0 +1,260 @@
+//! One run: fresh tables, one policy, `workers` tasks looping on the workload's
+//! transaction through `txretry::sqlx::transaction_with` until the time is up, then the
+//! invariant check.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use tokio::time::Instant;
+use txretry::{Admission, RetryPolicy, TxOptions};
+
+use crate::backend::LabDb;
+use crate::cli::Workload;
+use crate::error::TxError;
+use crate::presets::Preset;
+use crate::progress::Progress;
+use crate::stats::{Live, RetryCounter, Tally};
+use crate::workload::{Invariant, MAX_AMOUNT, Schema, Transfer};
+
+/// What a run is asked to do.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    /// The transaction every worker runs.
+    pub workload: Workload,
+    /// Accounts or hot rows.
+    pub rows: u32,
+    /// Concurrent workers.
+    pub workers: usize,
+    /// How long workers start new transactions.
+    pub duration: Duration,
+    /// Isolation level and SQLite begin behaviour for every transaction.
+    pub options: TxOptions,
+    /// The retry strategy.
+    pub preset: Preset,
+}
+
+/// What a run measured.
+#[derive(Debug)]
+pub struct RunResult {
+    /// The strategy that ran.
+    pub preset: Preset,
+    /// Every worker's counts, merged.
+    pub tally: Tally,
+    /// Retries by kind, from the policy's hook.
+    pub retries: RetryCounter,
+    /// From the first transaction's start until the last worker finished.
+    pub elapsed: Duration,
+    /// The check of the tables afterwards.
+    pub invariant: Invariant,
+    /// Whether Ctrl-C cut the run short.
+    pub interrupted: bool,
+}
+
+/// Shared by a run's workers.
+struct Ctx<DB: sqlx::Database> {
+    pool: Pool<DB>,
+    policy: RetryPolicy,
+    schema: Schema,
+    options: TxOptions,
+    names_keys: bool,
+    deadline: Instant,
+    stop: Arc<AtomicBool>,
+    live: Live,
+}
+
+impl<DB: sqlx::Database> Ctx<DB> {
+    fn over(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+    }
+}
+
+/// Runs `spec` on `pool`. `stop` ends the run early (Ctrl-C). Errors are those of setting
+/// up the tables; everything that happens to the transactions is counted instead.
+pub async fn run<DB>(
+    pool: &Pool<DB>,
+    spec: &RunSpec,
+    stop: &Arc<AtomicBool>,
+) -> Result<RunResult, sqlx::Error>
+where
+    DB: LabDb,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let schema = Schema::new::<DB>(spec.workload, spec.rows);
+    if let Err(e) = schema.create(pool).await {
+        let _ = schema.drop_tables(pool).await;
+        return Err(e);
+    }
+    let retries = RetryCounter::default();
+    // One admission for the whole run: every worker's policy is this one policy.
+    let admission = Admission::per_key();
+    let policy = spec.preset.policy(&retries, &admission);
+    let start = Instant::now();
+    let ctx = Arc::new(Ctx {
+        pool: pool.clone(),
+        policy,
+        schema,
+        options: spec.options.clone(),
+        names_keys: spec.preset.names_keys(),
+        deadline: start + spec.duration,
+        stop: stop.clone(),
+        live: Live::default(),
+    });
+    let progress = Progress::new(spec.preset.name(), spec.duration);
+    let workers: Vec<_> = (0..spec.workers)
+        .map(|w| tokio::spawn(worker(ctx.clone(), w as u32)))
+        .collect();
+    let all_done = futures_join(workers);
+    tokio::pin!(all_done);
+    let mut tally = Tally::default();
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            tallies = &mut all_done => {
+                for t in tallies {
+                    tally.merge(t);
+                }
+                break;
+            }
+            _ = ticker.tick() => {
+                let live = &ctx.live;
+                progress.update(
+                    start.elapsed(),
+                    live.committed.load(Ordering::Relaxed),
+                    live.errors.load(Ordering::Relaxed),
+                    retries.total(),
+                );
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    progress.finish();
+    tally.attempts = ctx.live.attempts.load(Ordering::Relaxed);
+    let invariant = match ctx.schema.check(pool, &tally.committed_keys).await {
+        Ok(invariant) => invariant,
+        Err(e) => Invariant {
+            ok: false,
+            detail: format!("could not check the tables: {e}"),
+        },
+    };
+    // Best effort: a table left behind is named txlab_<pid>_<run>_… and harms nothing.
+    let _ = ctx.schema.drop_tables(pool).await;
+    Ok(RunResult {
+        preset: spec.preset,
+        tally,
+        retries,
+        elapsed,
+        invariant,
+        interrupted: stop.load(Ordering::Relaxed),
+    })
+}
+
+/// Waits for every worker; a worker that panicked (a bug, never user input) contributes
+/// nothing and is reported on stderr.
+async fn futures_join(handles: Vec<tokio::task::JoinHandle<Tally>>) -> Vec<Tally> {
+    let mut tallies = Vec::with_capacity(handles.len());
+    for handle in handles {
+        match handle.await {
+            Ok(tally) => tallies.push(tally),
+            Err(e) => eprintln!("txretry-lab: a worker stopped unexpectedly: {e}"),
+        }
+    }
+    tallies
+}
+
+/// One worker: transactions back to back until the run is over.
+///
+/// The transaction closures own what they use (`async move`, an `Arc` of the run's
+/// context): a closure that captures any reference, even a `&'static` one, makes rustc
+/// unable to prove the runner's future `Send` for `tokio::spawn` ("implementation of
+/// `Send` is not general enough"), a compiler limitation with generic `AsyncFnMut`.
+async fn worker<DB>(ctx: Arc<Ctx<DB>>, worker: u32) -> Tally
+where
+    DB: LabDb,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let mut tally = Tally::default();
+    let mut rng = fastrand::Rng::new();
+    let rows = i64::from(ctx.schema.rows());
+    let mut seq: u32 = 0;
+    while !ctx.over() {
+        let started = Instant::now();
+        let (key, result) = match ctx.schema.workload() {
+            Workload::Transfer => {
+                let from = rng.i64(1..=rows);
+                let mut to = rng.i64(1..rows);
+                if to >= from {
+                    to += 1;
+                }
+                let t = Transfer {
+                    id: (i64::from(worker) << 32) | i64::from(seq),
+                    from,
+                    to,
+                    amount: rng.i64(1..=MAX_AMOUNT),
+                };
+                seq = seq.wrapping_add(1);
+                let options = if ctx.names_keys {
+                    ctx.options.clone().contends_on(from).contends_on(to)
+                } else {
+                    ctx.options.clone()
+                };
+                let shared = ctx.clone();
+                let result = txretry::sqlx::transaction_with(
+                    &ctx.pool,
+                    &ctx.policy,
+                    &options,
+                    async move |tx| {
+                        shared.live.attempts.fetch_add(1, Ordering::Relaxed);
+                        shared.schema.transfer(tx, &t).await
+                    },
+                )
+                .await;
+                (t.id, result)
+            }
+            Workload::HotRows => {
+                let row = rng.i64(1..=rows);
+                let options = if ctx.names_keys {
+                    ctx.options.clone().contends_on(row)
+                } else {
+                    ctx.options.clone()
+                };
+                let shared = ctx.clone();
+                let result = txretry::sqlx::transaction_with(
+                    &ctx.pool,
+                    &ctx.policy,
+                    &options,
+                    async move |tx| {
+                        shared.live.attempts.fetch_add(1, Ordering::Relaxed);
+                        shared.schema.bump(tx, row).await
+                    },
+                )
+                .await;
+                (row, result)
+            }
+        };
+        match result {
+            Ok(()) => {
+                tally.committed += 1;
+                tally.record_latency(started.elapsed());
+                tally.committed_keys.push(key);
+                ctx.live.committed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TxError::InsufficientFunds { .. }) => {
+                tally.business_failed += 1;
+                ctx.live.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                tally.record_failure(ctx.policy.classify(&e).verdict);
+                ctx.live.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    tally
+}

@@ -1,0 +1,244 @@
+//! Counting during a run (per worker, merged at the end; retries through the policy hook)
+//! and the numbers derived from the counts: percentiles and rates.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use txretry::{TransientKind, Verdict};
+
+/// Name used for retries of a failure that had no transient kind (an ambiguous commit
+/// retried because the policy was declared idempotent; the lab's presets never do).
+pub const AMBIGUOUS: &str = "ambiguous";
+
+/// Retries by kind, counted from the policy's `on_retry` hook. Clones share the counts.
+#[derive(Clone, Debug)]
+pub struct RetryCounter {
+    /// One slot per [`TransientKind::ALL`] entry, then one for [`AMBIGUOUS`].
+    slots: Arc<Vec<AtomicU64>>,
+}
+
+impl Default for RetryCounter {
+    fn default() -> Self {
+        RetryCounter {
+            slots: Arc::new(
+                (0..=TransientKind::ALL.len())
+                    .map(|_| AtomicU64::new(0))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl RetryCounter {
+    /// Counts one retry of `kind` (`None`: an ambiguous failure).
+    pub fn record(&self, kind: Option<TransientKind>) {
+        let slot = kind
+            .and_then(|k| TransientKind::ALL.iter().position(|&x| x == k))
+            .unwrap_or(TransientKind::ALL.len());
+        self.slots[slot].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Retries so far, all kinds.
+    pub fn total(&self) -> u64 {
+        self.slots.iter().map(|s| s.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Every kind with its count, zeros included, so the JSON shape never changes.
+    pub fn by_kind(&self) -> BTreeMap<String, u64> {
+        let names = TransientKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .chain([AMBIGUOUS]);
+        names
+            .zip(self.slots.iter())
+            .map(|(name, n)| (name.to_owned(), n.load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
+/// Counts shared by every worker while a run goes on, for the progress bar.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Transactions committed so far.
+    pub committed: AtomicU64,
+    /// Transactions that returned an error (business or not) so far.
+    pub errors: AtomicU64,
+    /// Attempts so far: each call of a transaction closure, first tries included.
+    pub attempts: AtomicU64,
+}
+
+/// What one worker saw; merged into one at the end of a run.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Transactions that committed.
+    pub committed: u64,
+    /// Transactions refused for a business reason (insufficient funds): a real outcome.
+    pub business_failed: u64,
+    /// Transactions whose database error surfaced, by verdict (`permanent`, `ambiguous` or
+    /// a transient kind's name).
+    pub failed_by_kind: BTreeMap<String, u64>,
+    /// Every attempt: each call of the transaction closure (filled in from [`Live`] at
+    /// the end of a run).
+    pub attempts: u64,
+    /// Latency of each committed transaction, retries and waits included, in microseconds.
+    pub latencies_us: Vec<u64>,
+    /// One key per commit: the transfer id (transfer) or the row id (hot-rows), for the
+    /// invariant check.
+    pub committed_keys: Vec<i64>,
+}
+
+impl Tally {
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: Tally) {
+        self.committed += other.committed;
+        self.business_failed += other.business_failed;
+        for (kind, n) in other.failed_by_kind {
+            *self.failed_by_kind.entry(kind).or_default() += n;
+        }
+        self.attempts += other.attempts;
+        self.latencies_us.extend(other.latencies_us);
+        self.committed_keys.extend(other.committed_keys);
+    }
+
+    /// Transactions that failed with a database error (not a business refusal).
+    pub fn failed(&self) -> u64 {
+        self.failed_by_kind.values().sum()
+    }
+
+    /// Counts one failed transaction by its verdict.
+    pub fn record_failure(&mut self, verdict: Verdict) {
+        let name = match verdict {
+            Verdict::Transient(kind) => kind.as_str(),
+            Verdict::Ambiguous => AMBIGUOUS,
+            _ => "permanent",
+        };
+        *self.failed_by_kind.entry(name.to_owned()).or_default() += 1;
+    }
+
+    /// Records one committed transaction's latency.
+    pub fn record_latency(&mut self, latency: Duration) {
+        self.latencies_us
+            .push(u64::try_from(latency.as_micros()).unwrap_or(u64::MAX));
+    }
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: Option<f64>,
+    /// 95th percentile.
+    pub p95: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+    /// Slowest.
+    pub max: Option<f64>,
+}
+
+impl Percentiles {
+    /// Percentiles of every sample (microseconds); sorts `samples`.
+    pub fn of(samples: &mut [u64]) -> Self {
+        samples.sort_unstable();
+        let ms = |p: f64| percentile(samples, p).map(|us| us as f64 / 1000.0);
+        Percentiles {
+            p50: ms(50.0),
+            p95: ms(95.0),
+            p99: ms(99.0),
+            max: ms(100.0),
+        }
+    }
+}
+
+/// The nearest-rank percentile of sorted samples: the smallest sample with at least `p`
+/// percent of all samples at or below it. `None` without samples.
+pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let n = sorted.len();
+    let rank = ((p.clamp(0.0, 100.0) / 100.0) * n as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, n) - 1])
+}
+
+/// `numerator / denominator`, or `None` when the denominator is zero.
+pub fn ratio(numerator: u64, denominator: u64) -> Option<f64> {
+    (denominator > 0).then(|| numerator as f64 / denominator as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank() {
+        let samples: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&samples, 50.0), Some(50));
+        assert_eq!(percentile(&samples, 95.0), Some(95));
+        assert_eq!(percentile(&samples, 99.0), Some(99));
+        assert_eq!(percentile(&samples, 100.0), Some(100));
+        assert_eq!(percentile(&samples, 0.0), Some(1));
+    }
+
+    #[test]
+    fn small_and_empty_samples() {
+        assert_eq!(percentile(&[], 50.0), None);
+        assert_eq!(percentile(&[7], 99.0), Some(7));
+        assert_eq!(percentile(&[1, 2], 50.0), Some(1));
+        assert_eq!(percentile(&[1, 2], 51.0), Some(2));
+        // 10 samples: p95 and p99 are both the largest.
+        let ten: Vec<u64> = (1..=10).collect();
+        assert_eq!(percentile(&ten, 95.0), Some(10));
+        assert_eq!(percentile(&ten, 90.0), Some(9));
+    }
+
+    #[test]
+    fn percentiles_sort_and_convert_to_ms() {
+        let mut samples = vec![3000, 1000, 2000, 4000];
+        let p = Percentiles::of(&mut samples);
+        assert_eq!(p.p50, Some(2.0));
+        assert_eq!(p.p99, Some(4.0));
+        assert_eq!(p.max, Some(4.0));
+        assert_eq!(Percentiles::of(&mut []), Percentiles::default());
+    }
+
+    #[test]
+    fn retry_counter_names_every_kind() {
+        let counter = RetryCounter::default();
+        counter.clone().record(Some(TransientKind::Deadlock));
+        counter.record(Some(TransientKind::Deadlock));
+        counter.record(None);
+        let by_kind = counter.by_kind();
+        assert_eq!(by_kind["deadlock"], 2);
+        assert_eq!(by_kind[AMBIGUOUS], 1);
+        assert_eq!(by_kind["busy"], 0);
+        assert_eq!(by_kind.len(), TransientKind::ALL.len() + 1);
+        assert_eq!(counter.total(), 3);
+    }
+
+    #[test]
+    fn tallies_merge() {
+        let mut a = Tally {
+            committed: 1,
+            attempts: 2,
+            latencies_us: vec![5],
+            ..Tally::default()
+        };
+        a.record_failure(Verdict::Permanent);
+        let mut b = Tally {
+            committed: 2,
+            attempts: 3,
+            latencies_us: vec![6],
+            ..Tally::default()
+        };
+        b.record_failure(Verdict::Permanent);
+        b.record_failure(Verdict::Transient(TransientKind::Busy));
+        a.merge(b);
+        assert_eq!((a.committed, a.attempts, a.failed()), (3, 5, 3));
+        assert_eq!(a.failed_by_kind["permanent"], 2);
+        assert_eq!(a.latencies_us, vec![5, 6]);
+        assert_eq!(ratio(1, 0), None);
+        assert_eq!(ratio(3, 2), Some(1.5));
+    }
+}

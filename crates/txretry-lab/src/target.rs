@@ -1,0 +1,155 @@
+//! What `--db` names: an embedded SQLite file, an SQLite path, or a Postgres / MySQL
+//! server; and how to show it without its password.
+
+use std::fmt;
+
+use crate::redact::{passwords_in, redact_url, scrub};
+
+/// The database a run goes to.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A fresh SQLite file in a temporary directory, removed at exit.
+    EmbeddedSqlite,
+    /// An SQLite URL (`sqlite://path`, `sqlite:path`, `sqlite::memory:`).
+    Sqlite(String),
+    /// A `postgres://` or `postgresql://` URL.
+    Postgres(String),
+    /// A `mysql://` or `mariadb://` URL.
+    MySql(String),
+}
+
+impl Target {
+    /// Reads a `--db` value. The error never contains the value itself (it may hold a
+    /// password).
+    pub fn parse(text: &str) -> Result<Target, String> {
+        let trimmed = text.trim();
+        let lower = trimmed.to_ascii_lowercase();
+        if lower == "sqlite" {
+            Ok(Target::EmbeddedSqlite)
+        } else if lower.starts_with("sqlite:") {
+            if trimmed.len() <= "sqlite://".len() && lower.trim_end_matches('/') == "sqlite:" {
+                return Err("an sqlite URL needs a path, e.g. sqlite://lab.db (or plain `sqlite` for a temp file)".into());
+            }
+            Ok(Target::Sqlite(trimmed.to_owned()))
+        } else if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            Ok(Target::Postgres(trimmed.to_owned()))
+        } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
+            Ok(Target::MySql(trimmed.to_owned()))
+        } else {
+            let scheme = trimmed
+                .split_once("://")
+                .map(|(s, _)| s)
+                .filter(|s| s.len() <= 20 && s.chars().all(|c| c.is_ascii_alphanumeric()));
+            Err(match scheme {
+                Some(s) => format!(
+                    "unsupported database `{s}://`; expected sqlite, sqlite://PATH, postgres://… or mysql://…"
+                ),
+                None => "expected sqlite, sqlite://PATH, postgres://… or mysql://…".to_owned(),
+            })
+        }
+    }
+
+    /// The engine's short name: `sqlite`, `postgres` or `mysql`.
+    pub fn engine(&self) -> &'static str {
+        match self {
+            Target::EmbeddedSqlite | Target::Sqlite(_) => "sqlite",
+            Target::Postgres(_) => "postgres",
+            Target::MySql(_) => "mysql",
+        }
+    }
+
+    /// Whether the engine is SQLite.
+    pub fn is_sqlite(&self) -> bool {
+        self.engine() == "sqlite"
+    }
+
+    /// The URL as given (with its password): only for connecting, never for printing.
+    pub fn raw_url(&self) -> Option<&str> {
+        match self {
+            Target::EmbeddedSqlite => None,
+            Target::Sqlite(url) | Target::Postgres(url) | Target::MySql(url) => Some(url),
+        }
+    }
+
+    /// Secrets to mask in anything printed about this target.
+    pub fn secrets(&self) -> Vec<String> {
+        self.raw_url().map(passwords_in).unwrap_or_default()
+    }
+
+    /// `text` with every secret of this target (and every URL password) masked.
+    pub fn scrub(&self, text: &str) -> String {
+        scrub(text, &self.secrets())
+    }
+}
+
+/// Shows the target with its password redacted.
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.raw_url() {
+            None => f.write_str("sqlite (temp file)"),
+            Some(url) => f.write_str(&scrub(&redact_url(url), &self.secrets())),
+        }
+    }
+}
+
+/// Same as `Display`: a `Debug` print must not leak the password either.
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Target({self})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engines() {
+        assert_eq!(Target::parse("sqlite"), Ok(Target::EmbeddedSqlite));
+        assert_eq!(
+            Target::parse("sqlite://lab.db").map(|t| t.engine()),
+            Ok("sqlite")
+        );
+        assert_eq!(
+            Target::parse("postgres://u@h/db").map(|t| t.engine()),
+            Ok("postgres")
+        );
+        assert_eq!(
+            Target::parse("postgresql://u@h/db").map(|t| t.engine()),
+            Ok("postgres")
+        );
+        assert_eq!(
+            Target::parse("mysql://root@h/test").map(|t| t.engine()),
+            Ok("mysql")
+        );
+        assert_eq!(
+            Target::parse("mariadb://root@h/test").map(|t| t.engine()),
+            Ok("mysql")
+        );
+    }
+
+    #[test]
+    fn refusals_do_not_echo_the_value() {
+        for bad in ["oracle://scott:tiger@h/db", "tiger", "", "sqlite://"] {
+            let err = Target::parse(bad).expect_err(bad);
+            assert!(!err.contains("tiger"), "{err}");
+        }
+        assert!(
+            Target::parse("oracle://scott:tiger@h/db")
+                .unwrap_err()
+                .contains("oracle://")
+        );
+    }
+
+    #[test]
+    fn display_and_debug_hide_the_password() {
+        let t = Target::parse("postgres://alice:s3cret@db/app").expect("valid");
+        assert_eq!(t.to_string(), "postgres://alice:***@db/app");
+        assert!(!format!("{t:?}").contains("s3cret"));
+        assert_eq!(Target::EmbeddedSqlite.to_string(), "sqlite (temp file)");
+        assert!(
+            !t.scrub("connect to postgres://alice:s3cret@db failed: s3cret")
+                .contains("s3cret")
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! Postgres and MySQL / MariaDB runs, through `TXRETRY_POSTGRES_URL` / `TXRETRY_MYSQL_URL`
+//! (or a container when Docker answers); skipped with a printed reason otherwise, and a
+//! failure when `TXRETRY_REQUIRE_DB=1`.
+
+use crate::{PRESETS, check_run_shape, json_runs, lab, texts};
+
+/// The URL with its user info replaced by a user that does not exist and `password`.
+fn with_wrong_login(url: &str, password: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
+    let host_and_path = match rest.split_once('/').map(|(authority, _)| authority) {
+        Some(authority) if authority.contains('@') => {
+            &rest[rest[..authority.len()].rfind('@').map_or(0, |at| at + 1)..]
+        }
+        _ => rest,
+    };
+    format!("{scheme}://txretry_lab_nobody:{password}@{host_and_path}")
+}
+
+fn assert_wrong_password_is_never_printed(url: &str) {
+    let secret = "Wr0ng-Pass%2Fword";
+    let bad = with_wrong_login(url, secret);
+    let output = lab(&["--db", &bad, "--duration", "1s", "--json"]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "a wrong login must fail to connect; stderr:\n{stderr}"
+    );
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("could not connect"), "{stderr}");
+    for shown in [&stdout, &stderr] {
+        assert!(
+            !shown.contains("Wr0ng") && !shown.contains("Pass/word"),
+            "password leaked:\n{shown}"
+        );
+    }
+    assert!(stderr.contains("txretry_lab_nobody:***@"), "{stderr}");
+}
+
+#[test]
+fn postgres_hot_rows_under_repeatable_read() {
+    let Some(url) = txretry_testkit::postgres_url("lab_postgres_hot_rows") else {
+        return;
+    };
+    let output = lab(&[
+        "--db",
+        &url,
+        "--workload",
+        "hot-rows",
+        "--rows",
+        "4",
+        "--isolation",
+        "repeatable-read",
+        "--workers",
+        "8",
+        "--duration",
+        "1s",
+        "--json",
+        "--policy",
+        "all",
+    ]);
+    let (_, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let runs = json_runs(&output);
+    let names: Vec<&str> = runs
+        .iter()
+        .map(|r| r["policy"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(names, PRESETS);
+    for run in &runs {
+        check_run_shape(run, 8);
+        assert_eq!(run["invariant_ok"], true, "{run}");
+        assert_eq!(run["isolation"], "repeatable-read");
+        assert!(!run["db"].as_str().unwrap_or_default().is_empty());
+    }
+    // 8 workers on 4 rows under REPEATABLE READ collide: the classifier must see 40001.
+    let serialization: u64 = runs
+        .iter()
+        .filter_map(|r| r["retries_by_kind"]["serialization_failure"].as_u64())
+        .sum();
+    assert!(
+        serialization > 0,
+        "no serialization failure was retried: {runs:?}"
+    );
+    // Per-key admission lets one transaction per row run at a time in this process:
+    // different rows never conflict, so nothing is left to retry.
+    let contention = &runs[4];
+    assert_eq!(
+        contention["retries_by_kind"]["serialization_failure"], 0,
+        "{contention}"
+    );
+    assert_eq!(contention["failed"], 0, "{contention}");
+}
+
+#[test]
+fn postgres_wrong_login_never_prints_the_password() {
+    let Some(url) = txretry_testkit::postgres_url("lab_postgres_wrong_login") else {
+        return;
+    };
+    assert_wrong_password_is_never_printed(&url);
+}
+
+#[test]
+fn mysql_transfers() {
+    let Some(url) = txretry_testkit::mysql_url("lab_mysql_transfer") else {
+        return;
+    };
+    let output = lab(&[
+        "--db",
+        &url,
+        "--workers",
+        "8",
+        "--duration",
+        "1s",
+        "--json",
+        "--policy",
+        "all",
+    ]);
+    let (_, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let runs = json_runs(&output);
+    assert_eq!(runs.len(), PRESETS.len());
+    for run in &runs {
+        check_run_shape(run, 8);
+        assert_eq!(run["invariant_ok"], true, "{run}");
+        assert_eq!(run["workload"], "transfer");
+    }
+}
+
+#[test]
+fn mysql_hot_rows_with_an_isolation_level() {
+    let Some(url) = txretry_testkit::mysql_url("lab_mysql_hot_rows") else {
+        return;
+    };
+    let output = lab(&[
+        "--db",
+        &url,
+        "--workload",
+        "hot-rows",
+        "--isolation",
+        "serializable",
+        "--workers",
+        "4",
+        "--duration",
+        "500ms",
+        "--json",
+        "--policy",
+        "contention",
+    ]);
+    let (_, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let runs = json_runs(&output);
+    check_run_shape(&runs[0], 4);
+    assert_eq!(runs[0]["invariant_ok"], true, "{}", runs[0]);
+}
+
+#[test]
+fn mysql_wrong_login_never_prints_the_password() {
+    let Some(url) = txretry_testkit::mysql_url("lab_mysql_wrong_login") else {
+        return;
+    };
+    assert_wrong_password_is_never_printed(&url);
+}
+
+#[test]
+fn wrong_login_helper_replaces_user_info() {
+    assert_eq!(
+        with_wrong_login("postgres://postgres@127.0.0.1:5432/test", "x"),
+        "postgres://txretry_lab_nobody:x@127.0.0.1:5432/test"
+    );
+    assert_eq!(
+        with_wrong_login("mysql://root:pw@h:3306/test", "x"),
+        "mysql://txretry_lab_nobody:x@h:3306/test"
+    );
+    assert_eq!(
+        with_wrong_login("mysql://h:3306/test", "x"),
+        "mysql://txretry_lab_nobody:x@h:3306/test"
+    );
+}
