@@ -60,3 +60,17 @@ pub use txretry_mysql_async as mysql_async;
 /// rusqlite (feature `rusqlite`, blocking): error codes and a retrying transaction runner.
 #[cfg(feature = "rusqlite")]
 pub use txretry_rusqlite as rusqlite;
+
+/// The README's examples, compiled (and the runnable ones run) as doc tests so they cannot
+/// drift from the API.
+#[cfg(all(
+    doctest,
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres",
+    feature = "mysql_async",
+    feature = "rusqlite"
+))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;

@@ -4,6 +4,9 @@
 //! so a 1 MB message costs the same as a 1 KB one and nothing is allocated.
 
 use std::fmt::{self, Write};
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 
 use crate::TransientKind;
 
@@ -26,10 +29,15 @@ pub(crate) fn match_message(message: &dyn fmt::Display) -> Option<(&'static str,
     let _ = write!(buf, "{message}");
     let text = &mut buf.bytes[..buf.len];
     text.make_ascii_lowercase();
-    // memmem's vectorised search: a byte-by-byte window compare cost more than rendering.
+    // memmem's vectorised search, with the searchers built once: a byte-by-byte window
+    // compare, or building a searcher per call, cost more than rendering the message.
+    static FINDERS: LazyLock<[Finder<'static>; 3]> =
+        LazyLock::new(|| PHRASES.map(|(phrase, _)| Finder::new(phrase)));
     PHRASES
         .into_iter()
-        .find(|(phrase, _)| memchr::memmem::find(text, phrase.as_bytes()).is_some())
+        .zip(FINDERS.iter())
+        .find(|(_, finder)| finder.find(text).is_some())
+        .map(|(found, _)| found)
 }
 
 struct Prefix {
