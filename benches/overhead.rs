@@ -18,9 +18,11 @@
 //! divided by N. Set `TXRETRY_BENCH_SKIP_VALGRIND=1` to skip that step; it is also skipped,
 //! with a note, when valgrind is not installed.
 
+#[path = "probe/mod.rs"]
+mod probe;
+
 use std::future::Future;
 use std::hint::black_box;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use backon::{BlockingRetryable, ExponentialBuilder, Retryable};
@@ -161,102 +163,13 @@ fn probe(variant: &str, calls: u64) {
     }
 }
 
-/// This bench binary, run under valgrind with `tool_args` in probe mode; valgrind's stderr.
-fn valgrind(tool_args: &[&str], variant: &str, calls: u64) -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = Command::new("valgrind")
-        .args(tool_args)
-        .arg(exe)
-        .args(["--probe", variant, &calls.to_string()])
-        .output()
-        .map_err(|e| format!("valgrind: {e}"))?;
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if out.status.success() {
-        Ok(stderr)
-    } else {
-        Err(stderr)
-    }
-}
-
-/// The numbers on valgrind's summary line after `label`, e.g. DHAT's
-/// `==1== Total:     2,089 bytes in 7 blocks` or callgrind's `==1== Collected : 587810`.
-fn summary_numbers(stderr: &str, label: &str) -> Vec<u64> {
-    let Some((_, rest)) = stderr.lines().find_map(|line| line.split_once(label)) else {
-        return Vec::new();
-    };
-    rest.split_whitespace()
-        .filter_map(|w| w.replace(',', "").parse().ok())
-        .collect()
-}
-
-/// Heap blocks, heap bytes and instructions of one probe run.
-fn totals(variant: &str, calls: u64) -> Result<[u64; 3], String> {
-    let heap = valgrind(
-        &["--tool=dhat", "--dhat-out-file=/dev/null"],
-        variant,
-        calls,
-    )?;
-    let cpu = valgrind(
-        &["--tool=callgrind", "--callgrind-out-file=/dev/null"],
-        variant,
-        calls,
-    )?;
-    match (
-        &summary_numbers(&heap, "Total:")[..],
-        &summary_numbers(&cpu, "Collected :")[..],
-    ) {
-        (&[bytes, blocks], &[instructions]) => Ok([blocks, bytes, instructions]),
-        _ => Err(format!("unexpected valgrind summaries:\n{heap}\n{cpu}")),
-    }
-}
-
-/// Allocated blocks, allocated bytes and instructions per call of `variant`: the difference
-/// between a run with 1 + `calls` calls and a run with 1 call, divided by `calls`.
-fn per_call(variant: &str, calls: u64) -> Result<[f64; 3], String> {
-    let one = totals(variant, 1)?;
-    let many = totals(variant, 1 + calls)?;
-    Ok([0, 1, 2].map(|i| (many[i] as f64 - one[i] as f64) / calls as f64))
-}
-
-fn report_per_call() {
-    let Ok(version) = Command::new("valgrind").arg("--version").output() else {
-        println!("per-call allocations and instructions: skipped (valgrind not found)\n");
-        return;
-    };
-    println!(
-        "per call, counted by {} (dhat: heap blocks and bytes; callgrind: instructions), \
-         (run with 1+{PROBE_CALLS} calls - run with 1 call) / {PROBE_CALLS}:",
-        String::from_utf8_lossy(&version.stdout).trim()
-    );
-    println!(
-        "  {:<18} {:>12} {:>12} {:>14}",
-        "variant", "allocations", "bytes", "instructions"
-    );
-    for variant in VARIANTS {
-        match per_call(variant, PROBE_CALLS) {
-            Ok([blocks, bytes, instructions]) => {
-                println!("  {variant:<18} {blocks:>12.3} {bytes:>12.1} {instructions:>14.1}")
-            }
-            Err(e) => println!("  {variant:<18} valgrind run failed: {e}"),
-        }
-    }
-    println!();
-}
-
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(at) = args.iter().position(|a| a == "--probe") {
-        let usage = "--probe <variant> <calls>";
-        let variant = args.get(at + 1).expect(usage);
-        let calls = args.get(at + 2).and_then(|n| n.parse().ok()).expect(usage);
-        probe(variant, calls);
+    if let Some((variant, calls)) = probe::request("--probe <variant> <calls>") {
+        probe(&variant, calls);
         return;
     }
-    // `cargo bench` passes `--bench`; `cargo test --benches` does not, and skips the counts.
-    if args.iter().any(|a| a == "--bench")
-        && std::env::var_os("TXRETRY_BENCH_SKIP_VALGRIND").is_none()
-    {
-        report_per_call();
+    if probe::counts_wanted() {
+        probe::report(&VARIANTS.map(String::from), PROBE_CALLS);
     }
     let mut criterion = Criterion::default().configure_from_args();
     blocking(&mut criterion);
