@@ -55,19 +55,22 @@ pub struct Classifier {
 
 impl Default for Classifier {
     fn default() -> Self {
-        Classifier {
-            depth: 1,
-            use_default_table: true,
-            message_fallback: true,
-            dropped: KindSet::EMPTY,
-            codes: Vec::new(),
-            profiles: Vec::new(),
-            hooks: Vec::new(),
-        }
+        Classifier::DEFAULT
     }
 }
 
 impl Classifier {
+    /// The default classifier as a constant, so [`classify`] reads a plain static.
+    const DEFAULT: Classifier = Classifier {
+        depth: 1,
+        use_default_table: true,
+        message_fallback: true,
+        dropped: KindSet::EMPTY,
+        codes: Vec::new(),
+        profiles: Vec::new(),
+        hooks: Vec::new(),
+    };
+
     /// A classifier that still reads typed codes but recognises none of them and has no
     /// message fallback: everything is permanent until you add codes, profiles or closures.
     /// Use it to replace the defaults rather than adjust them.
@@ -231,6 +234,6 @@ impl fmt::Debug for Classifier {
 /// assert_eq!(c.code, Some(Code::Message("deadlock")));
 /// ```
 pub fn classify(error: &(dyn Error + 'static)) -> Classification {
-    static DEFAULT: std::sync::LazyLock<Classifier> = std::sync::LazyLock::new(Classifier::default);
+    static DEFAULT: Classifier = Classifier::DEFAULT;
     DEFAULT.classify(error)
 }
