@@ -8,11 +8,15 @@
 //! stays at its peak however many workers there are, and retries almost vanish.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
-use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+use tokio::sync::Semaphore;
+
+/// Each key in use and its lock: a semaphore with one permit. An entry lives while anyone
+/// holds or waits for the key; [`Permit`] removes it when the last one lets go.
+type Locks = HashMap<u64, Arc<Semaphore>>;
 
 /// Admission control for a [`RetryPolicy`](crate::RetryPolicy), set with
 /// [`RetryPolicyBuilder::admission`](crate::RetryPolicyBuilder::admission). Clones share
@@ -22,6 +26,10 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 /// IMMEDIATE` already makes SQLite admit one writer at a time), and only transactions
 /// that name keys with [`TxOptions::contends_on`](crate::TxOptions::contends_on).
 /// Coordination is per process: several processes still meet in the database.
+///
+/// A transaction whose future is dropped (a timeout, an aborted task), whether it is
+/// waiting for its keys or running, gives back every key it took, and keys nobody holds
+/// or waits for are forgotten, so memory stays bounded by the keys in use.
 ///
 /// ```
 /// use txretry_core::{Admission, RetryPolicy, TxOptions};
@@ -34,7 +42,7 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 /// ```
 #[derive(Clone, Default)]
 pub struct Admission {
-    keys: Arc<Mutex<HashMap<u64, Arc<AsyncMutex<()>>>>>,
+    keys: Arc<Mutex<Locks>>,
 }
 
 impl Admission {
@@ -44,72 +52,107 @@ impl Admission {
         Admission::default()
     }
 
-    /// Waits until every key is free and holds them until the permit is dropped.
+    /// Waits until every key is free and holds them until the permit is dropped. `keys`
+    /// must be sorted without repeats (as [`TxOptions`](crate::TxOptions) keeps them):
+    /// taking keys in one global order is what rules out waiting in a cycle.
+    ///
+    /// Cancel-safe: the permit is built before the first wait and owns each key's lock
+    /// from the moment it is taken out of the map, so dropping this future at any point
+    /// releases what it holds and forgets the keys nobody else uses.
     pub(crate) async fn admit(&self, keys: &[u64]) -> Permit {
-        let mut held = Vec::with_capacity(keys.len());
-        for &key in keys {
-            let lock = self
-                .keys
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .entry(key)
-                .or_default()
-                .clone();
-            held.push((key, lock.lock_owned().await));
-        }
-        Permit {
+        debug_assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
+        let mut permit = Permit {
             admission: self.clone(),
-            held,
+            held: Vec::with_capacity(keys.len()),
+        };
+        for &key in keys {
+            let lock = Arc::clone(
+                self.locks()
+                    .entry(key)
+                    .or_insert_with(|| Arc::new(Semaphore::new(1))),
+            );
+            permit.held.push(Held {
+                key,
+                lock,
+                acquired: false,
+            });
+            let held = permit.held.last_mut().expect("just pushed");
+            // No await between taking the semaphore's permit and recording it, so a
+            // cancellation sees either a pending wait (the semaphore takes it back) or
+            // `acquired` (the permit gives it back).
+            held.lock
+                .acquire()
+                .await
+                .expect("admission never closes a semaphore")
+                .forget();
+            held.acquired = true;
         }
+        permit
+    }
+
+    /// The map of keys in use, even if a thread panicked while holding it (every update
+    /// under this lock is a single map operation, so it is never left half done).
+    fn locks(&self) -> MutexGuard<'_, Locks> {
+        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many keys are held or waited for.
+    fn keys_in_use(&self) -> usize {
+        self.locks().len()
     }
 }
 
 impl fmt::Debug for Admission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let keys = self
-            .keys
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len();
         f.debug_struct("Admission")
-            .field("keys_in_use", &keys)
+            .field("keys_in_use", &self.keys_in_use())
             .finish()
     }
 }
 
 /// Held while one attempt runs; releasing it lets the next attempt on the same keys in.
+///
+/// It owns every clone of a key's lock that admission takes out of the map, including
+/// while [`Admission::admit`] still waits for later keys, so its drop is the one place
+/// that gives keys back and forgets unused ones.
 #[doc(hidden)]
 pub struct Permit {
     admission: Admission,
-    held: Vec<(u64, OwnedMutexGuard<()>)>,
+    held: Vec<Held>,
+}
+
+/// One key of a [`Permit`]: its lock (a clone of the map's `Arc`), and whether the
+/// permit holds it or is still waiting for it.
+struct Held {
+    key: u64,
+    lock: Arc<Semaphore>,
+    acquired: bool,
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let keys: Vec<u64> = self.held.iter().map(|(k, _)| *k).collect();
-        self.held.clear();
-        // Forget keys nobody holds or waits for, so the map does not grow without bound.
-        let mut map = self
-            .admission
-            .keys
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        for key in keys {
-            if map
-                .get(&key)
-                .is_some_and(|lock| Arc::strong_count(lock) == 1)
+        if self.held.is_empty() {
+            return;
+        }
+        for held in self.held.iter().rev() {
+            if held.acquired {
+                held.lock.add_permits(1);
+            }
+        }
+        // Forget keys nobody else holds or waits for, so the map does not grow without
+        // bound. Each permit lets go of its clone of a lock before it looks at the count
+        // (under the map lock), so whichever lets go last sees 1: only the map's. Clones
+        // are only made under the map lock, so then nobody can be using the key.
+        let mut locks = self.admission.locks();
+        for Held { key, lock, .. } in self.held.drain(..) {
+            drop(lock);
+            if let Entry::Occupied(entry) = locks.entry(key)
+                && Arc::strong_count(entry.get()) == 1
             {
-                map.remove(&key);
+                entry.remove();
             }
         }
     }
-}
-
-/// A key as admission stores it: its hash, so any `Hash` value can name a key.
-pub(crate) fn key_of(key: impl Hash) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    key.hash(&mut hasher);
-    hasher.finish()
 }
 
 /// The wait for admission, when the policy has admission and the transaction named keys;
@@ -129,36 +172,226 @@ pub fn admission_for<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
     use std::time::Duration;
+
+    use tokio::time::{Instant, timeout};
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    /// Whether `keys` are admitted within a second (paused time: without waiting for
+    /// anyone). The permit is released at once.
+    async fn free(admission: &Admission, keys: &[u64]) -> bool {
+        timeout(SECOND, admission.admit(keys)).await.is_ok()
+    }
 
     #[tokio::test(start_paused = true)]
     async fn the_same_key_is_admitted_once_at_a_time() {
         let admission = Admission::per_key();
         let first = admission.admit(&[1]).await;
         let mut second = Box::pin(admission.admit(&[1]));
-        assert!(
-            tokio::time::timeout(Duration::from_secs(1), &mut second)
-                .await
-                .is_err()
-        );
+        assert!(timeout(SECOND, &mut second).await.is_err());
         drop(first);
-        let _second = tokio::time::timeout(Duration::from_secs(1), second)
-            .await
-            .expect("admitted");
+        let _second = timeout(SECOND, second).await.expect("admitted");
     }
 
     #[tokio::test(start_paused = true)]
     async fn different_keys_do_not_wait_for_each_other() {
         let admission = Admission::per_key();
         let _a = admission.admit(&[1]).await;
-        let b = tokio::time::timeout(Duration::from_secs(1), admission.admit(&[2])).await;
-        assert!(b.is_ok());
+        assert!(free(&admission, &[2]).await);
     }
 
     #[tokio::test]
     async fn released_keys_are_forgotten() {
         let admission = Admission::per_key();
-        drop(admission.admit(&[1, 2]).await);
-        assert_eq!(admission.keys.lock().unwrap().len(), 0);
+        let permit = admission.admit(&[1, 2]).await;
+        assert_eq!(admission.keys_in_use(), 2);
+        drop(permit);
+        assert_eq!(admission.keys_in_use(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transaction_cancelled_waiting_for_its_second_key_leaves_no_key() {
+        let admission = Admission::per_key();
+        let holder = admission.admit(&[2]).await;
+        // Takes key 1, then waits for key 2 until the timeout drops it.
+        assert!(timeout(SECOND, admission.admit(&[1, 2])).await.is_err());
+        assert_eq!(admission.keys_in_use(), 1, "only the holder's key is left");
+        assert!(free(&admission, &[1]).await, "key 1 was given back");
+        drop(holder);
+        assert_eq!(admission.keys_in_use(), 0);
+        assert!(free(&admission, &[1, 2]).await);
+        assert_eq!(admission.keys_in_use(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_cancelled_right_after_handover_leaves_no_key() {
+        let admission = Admission::per_key();
+        let holder = admission.admit(&[1]).await;
+        let mut waiter = Box::pin(admission.admit(&[1]));
+        assert!(timeout(SECOND, &mut waiter).await.is_err());
+        // The holder hands key 1 over to the waiter, which is dropped before it runs.
+        drop(holder);
+        drop(waiter);
+        assert_eq!(admission.keys_in_use(), 0);
+        assert!(
+            free(&admission, &[1]).await,
+            "the handed-over key was not lost"
+        );
+        assert_eq!(admission.keys_in_use(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_handover_to_a_cancelled_waiter_passes_on_to_the_next() {
+        let admission = Admission::per_key();
+        let holder = admission.admit(&[1, 2]).await;
+        let mut first = Box::pin(admission.admit(&[1, 2]));
+        let mut second = Box::pin(admission.admit(&[1]));
+        assert!(timeout(SECOND, &mut first).await.is_err());
+        assert!(timeout(SECOND, &mut second).await.is_err());
+        drop(holder);
+        drop(first);
+        let second = timeout(SECOND, second).await.expect("admitted");
+        assert_eq!(admission.keys_in_use(), 1);
+        drop(second);
+        assert_eq!(admission.keys_in_use(), 0);
+    }
+
+    /// Keys come from a small set (so they are contended) that moves on every
+    /// `EPOCH` (so a key leaked on the way is not cleaned up by chance when a later
+    /// admission of the same key releases it).
+    const SET: u64 = 5;
+    const EPOCH: Duration = Duration::from_millis(20);
+
+    /// Two different keys out of the current set, sorted.
+    fn two_keys(rng: &mut fastrand::Rng, start: Instant) -> [u64; 2] {
+        let epoch = u64::try_from(start.elapsed().as_millis() / EPOCH.as_millis()).unwrap();
+        let a = rng.u64(0..SET);
+        let b = (a + rng.u64(1..SET)) % SET;
+        [epoch * SET + a.min(b), epoch * SET + a.max(b)]
+    }
+
+    /// The keys held at the moment, to check that no key is ever held twice.
+    type Holders = Mutex<HashSet<u64>>;
+
+    /// Admits `keys`, checks nobody else holds them, holds them for `hold`, and releases
+    /// them.
+    async fn hold(admission: &Admission, holders: &Holders, keys: [u64; 2], hold: Duration) {
+        let permit = admission.admit(&keys).await;
+        for k in keys {
+            assert!(holders.lock().unwrap().insert(k), "key {k} held twice");
+        }
+        // Leaves even when the timeout drops this future mid-sleep.
+        struct Leave<'a>(&'a Holders, [u64; 2]);
+        impl Drop for Leave<'_> {
+            fn drop(&mut self) {
+                for k in self.1 {
+                    self.0.lock().unwrap().remove(&k);
+                }
+            }
+        }
+        let leave = Leave(holders, keys);
+        if !hold.is_zero() {
+            tokio::time::sleep(hold).await;
+        }
+        drop(leave);
+        drop(permit);
+    }
+
+    /// What a run of [`random_cancellation`] did.
+    #[derive(Default)]
+    struct Run {
+        cancelled: usize,
+        last_key: u64,
+    }
+
+    /// Runs `tasks × rounds` admissions, each on two keys of the current set under a
+    /// random timeout that cancels many of them while they wait or while they hold keys.
+    async fn random_cancellation(admission: Admission, seed: u64, tasks: u64, rounds: u64) -> Run {
+        let start = Instant::now();
+        let holders = Arc::new(Holders::default());
+        let mut handles = Vec::new();
+        for task in 0..tasks {
+            let (admission, holders) = (admission.clone(), holders.clone());
+            handles.push(tokio::spawn(async move {
+                let mut rng = fastrand::Rng::with_seed(seed ^ (task << 8));
+                let mut run = Run::default();
+                for _ in 0..rounds {
+                    let keys = two_keys(&mut rng, start);
+                    run.last_key = run.last_key.max(keys[1]);
+                    // Whole milliseconds (the timer's resolution), so that timeouts
+                    // often fire in the same tick as a release hands a key over.
+                    let limit = Duration::from_millis(rng.u64(0..4));
+                    let held = Duration::from_millis(rng.u64(0..3));
+                    let admitted = hold(&admission, &holders, keys, held);
+                    if timeout(limit, admitted).await.is_err() {
+                        run.cancelled += 1;
+                    }
+                }
+                run
+            }));
+        }
+        let mut total = Run::default();
+        for handle in handles {
+            let run = handle.await.expect("no task panicked");
+            total.cancelled += run.cancelled;
+            total.last_key = total.last_key.max(run.last_key);
+        }
+        total
+    }
+
+    /// After everything is released: no key is left in the map, and none was lost (the
+    /// first and the last set are free at once).
+    async fn all_released(admission: &Admission, last_key: u64) {
+        assert_eq!(admission.keys_in_use(), 0, "every key was forgotten");
+        let last_set = last_key / SET * SET;
+        let keys: Vec<u64> = (0..SET)
+            .chain(last_set.max(SET)..last_set.max(SET) + SET)
+            .collect();
+        assert!(free(admission, &keys).await, "no key was lost");
+        assert_eq!(admission.keys_in_use(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn random_cancellation_leaves_no_keys() {
+        let admission = Admission::per_key();
+        let run = random_cancellation(admission.clone(), 7, 20, 1_000).await;
+        assert!(
+            run.cancelled > 2_000,
+            "only {} of 20,000 cancelled",
+            run.cancelled
+        );
+        assert!(run.last_key > 100, "the key set moved on");
+        all_released(&admission, run.last_key).await;
+    }
+
+    /// The same on four threads at once (each its own runtime, in real time), so that
+    /// releases, cancellations and admissions really race.
+    #[test]
+    fn random_cancellation_across_threads_leaves_no_keys() {
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .expect("runtime")
+        };
+        let admission = Admission::per_key();
+        let threads: Vec<_> = (0..4)
+            .map(|thread| {
+                let admission = admission.clone();
+                std::thread::spawn(move || {
+                    runtime().block_on(random_cancellation(admission, thread, 20, 250))
+                })
+            })
+            .collect();
+        let mut total = Run::default();
+        for thread in threads {
+            let run = thread.join().expect("no thread panicked");
+            total.cancelled += run.cancelled;
+            total.last_key = total.last_key.max(run.last_key);
+        }
+        assert!(total.cancelled > 0);
+        runtime().block_on(all_released(&admission, total.last_key));
     }
 }

@@ -55,13 +55,21 @@ pub enum Jitter {
 }
 
 impl Jitter {
-    /// Applies the jitter to `delay`, with `unit` a random number in `0..1`.
-    pub(crate) fn apply(self, delay: Duration, unit: f64) -> Duration {
+    /// Applies the jitter to `delay` (already capped), never past `cap`, with `unit` a
+    /// random number in `0..1`. Proportional jitter whose upper end would pass the cap is
+    /// drawn from the part of its range below the cap, so waits at the cap do not all land
+    /// on exactly the cap, in lockstep.
+    pub(crate) fn apply(self, delay: Duration, cap: Option<Duration>, unit: f64) -> Duration {
         let d = delay.as_secs_f64();
         match self {
             Jitter::None => delay,
             Jitter::Full => seconds(d * unit),
-            Jitter::Proportional(f) => seconds(d * (1.0 - f + 2.0 * f * unit)),
+            Jitter::Proportional(f) => {
+                let low = d * (1.0 - f);
+                let high = d * (1.0 + f);
+                let high = cap.map_or(high, |cap| high.min(cap.as_secs_f64()));
+                seconds(low + (high - low) * unit)
+            }
         }
     }
 }

@@ -15,13 +15,16 @@ pub trait AsError<Via> {
 }
 
 /// [`AsError`] marker for types that implement [`Error`] themselves.
+#[doc(hidden)]
 #[derive(Debug)]
 pub enum ViaError {}
 /// [`AsError`] marker for types that dereference to `dyn Error + Send + Sync`
 /// (`anyhow::Error`, `Box<dyn Error + Send + Sync>`).
+#[doc(hidden)]
 #[derive(Debug)]
 pub enum ViaDerefSendSync {}
 /// [`AsError`] marker for types that dereference to `dyn Error` (`Box<dyn Error>`).
+#[doc(hidden)]
 #[derive(Debug)]
 pub enum ViaDeref {}
 
@@ -45,7 +48,7 @@ impl<E: Deref<Target = dyn Error + 'static>> AsError<ViaDeref> for E {
 
 /// Longest chain ever walked, whatever depth is asked for: a `source()` cycle that the
 /// identity check below cannot see (a vtable duplicated across codegen units) still ends.
-const MAX_LINKS: usize = 64;
+pub(crate) const MAX_LINKS: usize = 64;
 
 /// The error and up to `depth` levels of `source()`. Stops early at a `source()` that
 /// returns the error itself (or the root), so a self-referential chain cannot loop.

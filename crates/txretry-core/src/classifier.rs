@@ -4,11 +4,11 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::chain::links;
-use crate::message::match_message;
+use crate::chain::{MAX_LINKS, links};
+use crate::message::{MessageFallback, match_message};
 use crate::registry::extract;
 use crate::table::default_verdict;
-use crate::{Classification, Code, KindSet, Profile, Verdict};
+use crate::{Classification, Code, CodeExtractor, Profile, TransientKind, Verdict};
 
 type Hook = Arc<dyn Fn(&(dyn Error + 'static)) -> Option<Classification> + Send + Sync>;
 
@@ -22,23 +22,26 @@ type Hook = Arc<dyn Fn(&(dyn Error + 'static)) -> Option<Classification> + Send 
 ///    connection failure). It is authoritative: codes added with
 ///    [`with_code`](Classifier::with_code), then profiles, then the default table decide,
 ///    and a code none of them lists is [`Verdict::Permanent`];
-/// 3. only when no link has a typed code: the message fallback (`deadlock`,
-///    `lock wait timeout`, `serialization failure`, any case, first 1 KiB of each message);
+/// 3. only when no link of the *whole* chain has a typed code (a code deeper than `depth`
+///    does not decide, but it still blocks the fallback: a Postgres `RAISE 'deadlock …'`
+///    wrapped three times stays permanent): the message fallback, on the first 1 KiB of
+///    each message within `depth` (see [`MessageFallback`]);
 /// 4. otherwise permanent.
 ///
-/// Kinds removed with [`without`](Classifier::without) turn into permanent at the end.
+/// The classifier says what an error *is*; which kinds are retried is the policy's
+/// [`retry_on`](crate::RetryPolicyBuilder::retry_on).
 ///
 /// # Default
-/// `Classifier::default()`: the default code table of every enabled driver, message
-/// fallback on, depth 1 (the error and its direct `source()`), no profiles.
+/// `Classifier::default()`: the default code table of every enabled driver, the message
+/// fallback on the drivers' own phrases ([`MessageFallback::DriverPhrases`]), depth 1 (the
+/// error and its direct `source()`), no profiles.
 ///
 /// ```
 /// use txretry_core::{Classifier, Code, TransientKind, Verdict};
 ///
-/// // Widen: treat MySQL 1020 as a serialization failure; narrow: never retry lock timeouts.
+/// // Widen: treat MySQL 1020 as a serialization failure; look two levels deep.
 /// let classifier = Classifier::default()
 ///     .with_code(Code::MySql(1020), Verdict::Transient(TransientKind::SerializationFailure))
-///     .without(TransientKind::LockTimeout)
 ///     .depth(2);
 /// # let _ = classifier;
 /// ```
@@ -46,8 +49,7 @@ type Hook = Arc<dyn Fn(&(dyn Error + 'static)) -> Option<Classification> + Send 
 pub struct Classifier {
     depth: usize,
     use_default_table: bool,
-    message_fallback: bool,
-    dropped: KindSet,
+    message_fallback: MessageFallback,
     codes: Vec<(Code, Verdict)>,
     profiles: Vec<Profile>,
     hooks: Vec<Hook>,
@@ -64,8 +66,7 @@ impl Classifier {
     const DEFAULT: Classifier = Classifier {
         depth: 1,
         use_default_table: true,
-        message_fallback: true,
-        dropped: KindSet::EMPTY,
+        message_fallback: MessageFallback::DriverPhrases,
         codes: Vec::new(),
         profiles: Vec::new(),
         hooks: Vec::new(),
@@ -77,7 +78,7 @@ impl Classifier {
     pub fn empty() -> Self {
         Classifier {
             use_default_table: false,
-            message_fallback: false,
+            message_fallback: MessageFallback::Off,
             ..Classifier::default()
         }
     }
@@ -130,13 +131,6 @@ impl Classifier {
         self
     }
 
-    /// Narrows the classifier: errors of `kind` become permanent.
-    #[must_use]
-    pub fn without(mut self, kind: crate::TransientKind) -> Self {
-        self.dropped = self.dropped.with(kind);
-        self
-    }
-
     /// How many levels of `source()` to look through besides the error itself.
     ///
     /// # Default
@@ -147,45 +141,49 @@ impl Classifier {
         self
     }
 
-    /// Turns the message fallback on or off.
+    /// Which messages the fallback recognises when no typed code is in the chain.
     ///
     /// # Default
-    /// On for `Classifier::default()`, off for [`Classifier::empty`].
+    /// [`MessageFallback::DriverPhrases`] for `Classifier::default()`,
+    /// [`MessageFallback::Off`] for [`Classifier::empty`].
     #[must_use]
-    pub fn message_fallback(mut self, on: bool) -> Self {
-        self.message_fallback = on;
+    pub fn message_fallback(mut self, mode: MessageFallback) -> Self {
+        self.message_fallback = mode;
         self
     }
 
     /// Classifies one error.
     pub fn classify(&self, error: &(dyn Error + 'static)) -> Classification {
-        let found = self.decide(error);
-        match found.verdict {
-            Verdict::Transient(kind) if self.dropped.contains(kind) => {
-                Classification::new(Verdict::Permanent, found.code)
-            }
-            _ => found,
-        }
+        self.classify_with(error, no_driver)
     }
 
-    fn decide(&self, error: &(dyn Error + 'static)) -> Classification {
+    /// Classifies with a driver's own extractor consulted first on every link, so a
+    /// runner recognises its driver's codes whatever the registry holds.
+    pub(crate) fn classify_with(
+        &self,
+        error: &(dyn Error + 'static),
+        driver: CodeExtractor,
+    ) -> Classification {
         if let Some(found) = self.hooks.iter().find_map(|hook| hook(error)) {
             return found;
         }
-        if let Some(code) = links(error, self.depth).find_map(extract) {
+        let code_of = |link: &(dyn Error + 'static)| driver(link).or_else(|| extract(link));
+        if let Some(code) = links(error, self.depth).find_map(code_of) {
             return Classification::new(
                 self.verdict_for(code).unwrap_or(Verdict::Permanent),
                 Some(code),
             );
         }
-        if self.message_fallback {
-            for link in links(error, self.depth) {
-                if let Some((phrase, kind)) = match_message(link) {
-                    return Classification::new(
-                        Verdict::Transient(kind),
-                        Some(Code::Message(phrase)),
-                    );
-                }
+        if self.message_fallback == MessageFallback::Off
+            || links(error, MAX_LINKS)
+                .skip(self.depth.saturating_add(1))
+                .any(|link| code_of(link).is_some())
+        {
+            return Classification::PERMANENT;
+        }
+        for link in links(error, self.depth) {
+            if let Some((phrase, kind)) = match_message(link, self.message_fallback) {
+                return Classification::new(Verdict::Transient(kind), Some(Code::Message(phrase)));
             }
         }
         Classification::PERMANENT
@@ -214,7 +212,6 @@ impl fmt::Debug for Classifier {
             .field("depth", &self.depth)
             .field("default_table", &self.use_default_table)
             .field("message_fallback", &self.message_fallback)
-            .field("dropped", &self.dropped)
             .field("codes", &self.codes)
             .field("profiles", &self.profiles)
             .field("closures", &self.hooks.len())
@@ -222,8 +219,8 @@ impl fmt::Debug for Classifier {
     }
 }
 
-/// Classifies `error` with the default classifier (every enabled driver's codes, message
-/// fallback, depth 1).
+/// Classifies `error` with the default classifier (every enabled driver's codes, the
+/// drivers' own phrases as message fallback, depth 1).
 ///
 /// ```
 /// use txretry_core::{classify, Code, TransientKind, Verdict};
@@ -231,9 +228,33 @@ impl fmt::Debug for Classifier {
 /// let err = std::io::Error::other("Deadlock found when trying to get lock");
 /// let c = classify(&err);
 /// assert_eq!(c.verdict, Verdict::Transient(TransientKind::Deadlock));
-/// assert_eq!(c.code, Some(Code::Message("deadlock")));
+/// assert_eq!(c.code, Some(Code::Message("Deadlock found when trying to get lock")));
+///
+/// // User text that mentions a deadlock is a business error.
+/// let refused = std::io::Error::other("refund refused: customer reports a deadlock at checkout");
+/// assert_eq!(classify(&refused).verdict, Verdict::Permanent);
 /// ```
 pub fn classify(error: &(dyn Error + 'static)) -> Classification {
     static DEFAULT: Classifier = Classifier::DEFAULT;
     DEFAULT.classify(error)
+}
+
+/// The extractor of a caller that has no driver (the plain `run` loops).
+pub(crate) fn no_driver(_: &(dyn Error + 'static)) -> Option<Code> {
+    None
+}
+
+/// Whether the connection an error came from is unusable, judged from the driver's own
+/// codes and the default table only: a connection-class code, or a failure the driver
+/// detected itself. A user's classifier never changes this.
+pub(crate) fn broken_connection(error: &(dyn Error + 'static), driver: CodeExtractor) -> bool {
+    links(error, MAX_LINKS)
+        .find_map(|link| driver(link).or_else(|| extract(link)))
+        .is_some_and(|code| {
+            matches!(code, Code::Driver(_))
+                || matches!(
+                    default_verdict(code),
+                    Some(Verdict::Transient(TransientKind::Connection) | Verdict::Ambiguous)
+                )
+        })
 }

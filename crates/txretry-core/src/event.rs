@@ -1,4 +1,5 @@
-//! The event fired before every wait: to the `on_retry` hook and to `tracing`.
+//! The events a retry loop fires: before every wait, and once when it gives up. Both go to
+//! the policy's hooks and to `tracing` (target `txretry`).
 
 use std::error::Error;
 use std::fmt;
@@ -6,9 +7,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Code, RetryPolicy, TransientKind, Verdict};
+use crate::{Code, Outcome, Phase, RetryPolicy, TransientKind, Verdict};
 
-pub(crate) type Hook = Arc<dyn Fn(&RetryEvent<'_>) + Send + Sync>;
+pub(crate) type RetryHook = Arc<dyn Fn(&RetryEvent<'_>) + Send + Sync>;
+pub(crate) type GiveUpHook = Arc<dyn Fn(&GiveUpEvent<'_>) + Send + Sync>;
 
 /// A failed attempt that is about to be retried.
 #[non_exhaustive]
@@ -24,6 +26,8 @@ pub struct RetryEvent<'a> {
     pub verdict: Verdict,
     /// The code that matched, if any.
     pub code: Option<Code>,
+    /// Where the attempt failed.
+    pub phase: Phase,
     /// The error, as returned by the attempt.
     pub error: &'a (dyn Error + 'static),
 }
@@ -44,26 +48,83 @@ impl fmt::Debug for RetryEvent<'_> {
             .field("delay", &self.delay)
             .field("verdict", &self.verdict)
             .field("code", &self.code)
+            .field("phase", &self.phase)
             .field("error", &format_args!("{}", self.error))
             .finish()
     }
 }
 
-/// Sends the event to `tracing` and to the policy's hook. A panicking hook is contained.
-pub(crate) fn emit(policy: &RetryPolicy, event: &RetryEvent<'_>) {
-    tracing::warn!(
+/// The loop stopped on a failure that was not a plain permanent one: retries ran out, the
+/// time did, the kind is not retried, or the commit was ambiguous. A permanent failure (the
+/// closure's own error, a constraint) fires nothing: it is an ordinary outcome.
+#[non_exhaustive]
+#[derive(Clone, Copy)]
+pub struct GiveUpEvent<'a> {
+    /// Every attempt's failure and why the loop stopped.
+    pub outcome: &'a Outcome,
+    /// Attempts allowed in total.
+    pub max_attempts: u32,
+    /// The last attempt's error, the one returned to the caller.
+    pub error: &'a (dyn Error + 'static),
+}
+
+impl fmt::Debug for GiveUpEvent<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GiveUpEvent")
+            .field("outcome", &self.outcome)
+            .field("max_attempts", &self.max_attempts)
+            .field("error", &format_args!("{}", self.error))
+            .finish()
+    }
+}
+
+fn kind_name(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Transient(kind) => kind.as_str(),
+        Verdict::Ambiguous => "ambiguous",
+        _ => "permanent",
+    }
+}
+
+/// Sends a retry to `tracing` at debug level (a contended service retries often; one line
+/// each at warn would flood its logs) and to the policy's hook. A panicking hook is contained.
+pub(crate) fn emit_retry(policy: &RetryPolicy, event: &RetryEvent<'_>) {
+    tracing::debug!(
         target: "txretry",
         attempt = event.attempt,
         max_attempts = event.max_attempts,
         delay_ms = u64::try_from(event.delay.as_millis()).unwrap_or(u64::MAX),
-        kind = event.kind().map(TransientKind::as_str).unwrap_or("ambiguous"),
+        kind = kind_name(event.verdict),
+        phase = %event.phase,
         code = event.code.map(tracing::field::display),
         error = %event.error,
         "transaction attempt failed transiently; retrying",
     );
-    if let Some(hook) = policy.on_retry_hook()
-        && catch_unwind(AssertUnwindSafe(|| hook(event))).is_err()
-    {
-        tracing::error!(target: "txretry", "the on_retry hook panicked; retrying anyway");
+    if let Some(hook) = policy.on_retry_hook() {
+        contain(|| hook(event), "on_retry");
+    }
+}
+
+/// Sends a give-up to `tracing` at warn level and to the policy's hook.
+pub(crate) fn emit_give_up(policy: &RetryPolicy, event: &GiveUpEvent<'_>) {
+    tracing::warn!(
+        target: "txretry",
+        attempts = event.outcome.attempts(),
+        max_attempts = event.max_attempts,
+        kind = kind_name(event.outcome.verdict()),
+        phase = %event.outcome.phase(),
+        code = event.outcome.code().map(tracing::field::display),
+        reason = ?event.outcome.stop_reason(),
+        error = %event.error,
+        "transaction failed; not retrying",
+    );
+    if let Some(hook) = policy.on_give_up_hook() {
+        contain(|| hook(event), "on_give_up");
+    }
+}
+
+fn contain(call: impl FnOnce(), hook: &str) {
+    if catch_unwind(AssertUnwindSafe(call)).is_err() {
+        tracing::error!(target: "txretry", hook, "a retry hook panicked; the loop goes on");
     }
 }

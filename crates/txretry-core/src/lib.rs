@@ -1,6 +1,6 @@
 //! The core of [txretry](https://docs.rs/txretry): verdicts, code tables, the classifier,
-//! the retry policy and the retry loop. It depends on no database driver; driver adapters
-//! register how to read their typed error codes (see [`register_extractor!`]).
+//! the retry policy and the retry loop. It depends on no database driver; each driver
+//! adapter teaches the default classifier its typed error codes.
 //!
 //! Most users depend on the `txretry` facade with a driver feature instead of this crate.
 
@@ -10,32 +10,46 @@ mod chain;
 mod classifier;
 mod code;
 mod event;
+mod key;
 mod message;
 mod options;
+mod outcome;
 mod policy;
 mod profile;
 mod registry;
 mod run;
+mod sleep;
 mod table;
 mod verdict;
 
 pub use admission::Admission;
 pub use backoff::{Backoff, Jitter};
-pub use chain::{AsError, ViaDeref, ViaDerefSendSync, ViaError};
+pub use chain::AsError;
 pub use classifier::{Classifier, classify};
 pub use code::{Code, SqlState};
-pub use event::RetryEvent;
+pub use event::{GiveUpEvent, RetryEvent};
+pub use key::{ContentionKey, KeyEncoder, KeyHash};
+pub use message::MessageFallback;
 pub use options::{Isolation, SqliteBegin, TxOptions};
+pub use outcome::{AttemptFailure, Outcome, Phase, TxError};
 pub use policy::{Decision, PolicyError, RetryPolicy, RetryPolicyBuilder, StopReason};
 pub use profile::Profile;
-pub use registry::{CODE_EXTRACTORS, CodeExtractor, io_code};
-pub use run::{RetryState, TxFailure};
 pub use table::default_verdict;
 pub use verdict::{Classification, KindSet, TransientKind, Verdict};
+
+// The adapter crates' machinery: public so they can use it, hidden from the docs and
+// not re-exported by the `txretry` facade.
+#[doc(hidden)]
+pub use chain::{ViaDeref, ViaDerefSendSync, ViaError};
+#[doc(hidden)]
+pub use registry::{CodeExtractor, io_code};
+#[doc(hidden)]
+pub use run::{RetryState, TxFailure};
 
 #[doc(hidden)]
 pub mod __private {
     pub use crate::admission::{Permit, admission_for};
-    pub use linkme;
-    pub use tokio::time::sleep;
+    pub use crate::registry::Extractor;
+    pub use crate::sleep::sleep;
+    pub use inventory;
 }

@@ -20,14 +20,44 @@
 pub struct TxOptions {
     isolation: Option<Isolation>,
     read_only: bool,
+    idempotent: bool,
     sqlite_begin: SqliteBegin,
     keys: Vec<u64>,
 }
 
 impl TxOptions {
+    /// The defaults, as a constant.
+    pub const DEFAULT: TxOptions = TxOptions {
+        isolation: None,
+        read_only: false,
+        idempotent: false,
+        sqlite_begin: SqliteBegin::Immediate,
+        keys: Vec::new(),
+    };
+
     /// The defaults.
     pub fn new() -> Self {
         TxOptions::default()
+    }
+
+    /// Declares the transaction idempotent: running it twice has the same effect as
+    /// running it once (an upsert to a fixed value, a delete by key, an insert guarded by
+    /// a unique key you check). Only then does the runner retry an
+    /// [`Ambiguous`](crate::Verdict::Ambiguous) failure — a COMMIT whose answer was lost,
+    /// which may have landed.
+    ///
+    /// # Default
+    /// false: an ambiguous commit is returned to the caller, with
+    /// [`Outcome::may_have_committed`](crate::Outcome::may_have_committed) true.
+    #[must_use]
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
+    }
+
+    /// Whether the transaction was declared idempotent.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
     }
 
     /// The isolation level (Postgres, MySQL/MariaDB). SQLite transactions are always
@@ -56,10 +86,15 @@ impl TxOptions {
     /// Names a key this transaction contends on (a row, an account, a tenant): under a
     /// policy with [`Admission::per_key`](crate::Admission::per_key), attempts naming the
     /// same key never run at the same time in this process. Call it once per key; any
-    /// `Hash` value works (`42`, `("account", 42)`).
+    /// [`ContentionKey`](crate::ContentionKey) works (`42`, `"tenant"`, `("account", 42)`,
+    /// or a type of your own).
+    ///
+    /// Keys are equal when their values are, whatever their Rust types: `contends_on(42_i32)`
+    /// and `contends_on(42_i64)` name the same key. They are compared by their stable
+    /// [`KeyHash`](crate::KeyHash).
     #[must_use]
-    pub fn contends_on(mut self, key: impl std::hash::Hash) -> Self {
-        let key = crate::admission::key_of(key);
+    pub fn contends_on(mut self, key: impl crate::ContentionKey) -> Self {
+        let key = crate::KeyHash::of(key).to_u64();
         // Sorted and without repeats: keys are always taken in one order.
         if let Err(at) = self.keys.binary_search(&key) {
             self.keys.insert(at, key);

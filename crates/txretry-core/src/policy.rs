@@ -5,17 +5,25 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::event::Hook;
-use crate::{Admission, Backoff, Classification, Classifier, Jitter, KindSet, RetryEvent, Verdict};
+use crate::event::{GiveUpHook, RetryHook};
+use crate::{
+    Admission, Backoff, Classification, Classifier, GiveUpEvent, Jitter, KindSet, RetryEvent, Verdict,
+};
 
 /// How a transaction is retried: how many attempts, how long to wait, what counts as
 /// transient. Cheap to clone (an `Arc` inside) and shareable across tasks.
 ///
 /// # Default
 /// `RetryPolicy::default()`: 2 attempts in total, linear backoff 150 ms × N (150 ms before
-/// the second attempt), no jitter, no cap on the delay or the elapsed time, retries
-/// deadlocks, lock timeouts, serialization failures and SQLite busy ([`KindSet::DEFAULT`]),
-/// never ambiguous failures, with [`Classifier::default()`].
+/// the second attempt), no jitter, no cap on the delay (exponential backoff: 10 s) or on the
+/// elapsed time, retries deadlocks, lock timeouts, serialization failures and SQLite busy
+/// ([`KindSet::DEFAULT`]), with [`Classifier::default()`]. Ambiguous failures (the commit
+/// may have landed) are retried only for operations declared idempotent
+/// ([`TxOptions::idempotent`](crate::TxOptions::idempotent)), never by the policy itself.
+///
+/// A policy says *how* to retry and is meant to be built once and shared; facts about one
+/// operation (idempotent, the keys it contends on, isolation) go on the call, in
+/// [`TxOptions`](crate::TxOptions).
 ///
 /// ```
 /// use std::time::Duration;
@@ -42,11 +50,14 @@ struct Inner {
     jitter: Jitter,
     max_elapsed: Option<Duration>,
     retry_on: KindSet,
-    retry_ambiguous: bool,
     classifier: Classifier,
-    on_retry: Option<Hook>,
+    on_retry: Option<RetryHook>,
+    on_give_up: Option<GiveUpHook>,
     admission: Option<Admission>,
 }
+
+/// The cap on exponential backoff when no `max_delay` is set.
+const EXPONENTIAL_CAP: Duration = Duration::from_secs(10);
 
 /// What to do after a failed attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +75,9 @@ pub enum StopReason {
     /// The failure is permanent, or a transient kind this policy does not retry, or
     /// ambiguous and the operation was not declared idempotent.
     NotRetryable,
+    /// The runner could not make another attempt: its one connection is unusable (closed,
+    /// or still inside the failed transaction) and it has no pool to take another from.
+    ConnectionUnusable,
     /// `max_attempts` attempts have been made.
     AttemptsExhausted,
     /// The next wait would end past `max_elapsed`.
@@ -106,9 +120,9 @@ impl RetryPolicy {
             jitter: p.jitter,
             max_elapsed: p.max_elapsed,
             retry_on: p.retry_on,
-            retry_ambiguous: p.retry_ambiguous,
             classifier: p.classifier.clone(),
             on_retry: p.on_retry.clone(),
+            on_give_up: p.on_give_up.clone(),
             admission: p.admission.clone(),
         }
     }
@@ -142,8 +156,12 @@ impl RetryPolicy {
     }
 
     /// The decision after attempt `attempt` (1-based) failed with `verdict`, `elapsed` after
-    /// the first attempt started. `unit` is a random number in `0..1` used for jitter; the
+    /// the first attempt started; `idempotent` says whether the operation may be run again
+    /// after an ambiguous failure. `unit` is a random number in `0..1` used for jitter; the
     /// function is otherwise pure, and both the async and the blocking loop call it.
+    ///
+    /// The wait is the backoff's, capped at `max_delay` (exponential backoff without one: at
+    /// 10 s), then jittered within the cap, so late retries stay spread out.
     ///
     /// ```
     /// use std::time::Duration;
@@ -151,15 +169,24 @@ impl RetryPolicy {
     ///
     /// let p = RetryPolicy::default();
     /// let deadlock = Verdict::Transient(TransientKind::Deadlock);
-    /// assert_eq!(p.decide(deadlock, 1, Duration::ZERO, 0.5), Decision::RetryAfter(Duration::from_millis(150)));
-    /// assert_eq!(p.decide(deadlock, 2, Duration::ZERO, 0.5), Decision::Stop(StopReason::AttemptsExhausted));
-    /// assert_eq!(p.decide(Verdict::Permanent, 1, Duration::ZERO, 0.5), Decision::Stop(StopReason::NotRetryable));
+    /// assert_eq!(p.decide(deadlock, false, 1, Duration::ZERO, 0.5), Decision::RetryAfter(Duration::from_millis(150)));
+    /// assert_eq!(p.decide(deadlock, false, 2, Duration::ZERO, 0.5), Decision::Stop(StopReason::AttemptsExhausted));
+    /// assert_eq!(p.decide(Verdict::Permanent, true, 1, Duration::ZERO, 0.5), Decision::Stop(StopReason::NotRetryable));
+    /// assert_eq!(p.decide(Verdict::Ambiguous, false, 1, Duration::ZERO, 0.5), Decision::Stop(StopReason::NotRetryable));
+    /// assert!(matches!(p.decide(Verdict::Ambiguous, true, 1, Duration::ZERO, 0.5), Decision::RetryAfter(_)));
     /// ```
-    pub fn decide(&self, verdict: Verdict, attempt: u32, elapsed: Duration, unit: f64) -> Decision {
+    pub fn decide(
+        &self,
+        verdict: Verdict,
+        idempotent: bool,
+        attempt: u32,
+        elapsed: Duration,
+        unit: f64,
+    ) -> Decision {
         let p = &*self.inner;
         let retryable = match verdict {
             Verdict::Transient(kind) => p.retry_on.contains(kind),
-            Verdict::Ambiguous => p.retry_ambiguous,
+            Verdict::Ambiguous => idempotent,
             Verdict::Permanent => false,
         };
         if !retryable {
@@ -168,12 +195,13 @@ impl RetryPolicy {
         if attempt >= p.max_attempts {
             return Decision::Stop(StopReason::AttemptsExhausted);
         }
-        let mut delay = p
-            .jitter
-            .apply(p.backoff.delay(attempt), unit.clamp(0.0, 1.0));
-        if let Some(max) = p.max_delay {
-            delay = delay.min(max);
-        }
+        let cap = p.max_delay.or(match p.backoff {
+            Backoff::Exponential { initial, .. } => Some(EXPONENTIAL_CAP.max(initial)),
+            _ => None,
+        });
+        let base = p.backoff.delay(attempt);
+        let base = cap.map_or(base, |cap| base.min(cap));
+        let delay = p.jitter.apply(base, cap, unit.clamp(0.0, 1.0));
         if let Some(max) = p.max_elapsed
             && elapsed.saturating_add(delay) > max
         {
@@ -182,8 +210,12 @@ impl RetryPolicy {
         Decision::RetryAfter(delay)
     }
 
-    pub(crate) fn on_retry_hook(&self) -> Option<&Hook> {
+    pub(crate) fn on_retry_hook(&self) -> Option<&RetryHook> {
         self.inner.on_retry.as_ref()
+    }
+
+    pub(crate) fn on_give_up_hook(&self) -> Option<&GiveUpHook> {
+        self.inner.on_give_up.as_ref()
     }
 
     pub(crate) fn admission(&self) -> Option<&Admission> {
@@ -201,9 +233,9 @@ impl fmt::Debug for RetryPolicy {
             .field("jitter", &p.jitter)
             .field("max_elapsed", &p.max_elapsed)
             .field("retry_on", &p.retry_on)
-            .field("retry_ambiguous", &p.retry_ambiguous)
             .field("classifier", &p.classifier)
             .field("on_retry", &p.on_retry.is_some())
+            .field("on_give_up", &p.on_give_up.is_some())
             .field("admission", &p.admission)
             .finish()
     }
@@ -218,9 +250,9 @@ pub struct RetryPolicyBuilder {
     jitter: Jitter,
     max_elapsed: Option<Duration>,
     retry_on: KindSet,
-    retry_ambiguous: bool,
     classifier: Classifier,
-    on_retry: Option<Hook>,
+    on_retry: Option<RetryHook>,
+    on_give_up: Option<GiveUpHook>,
     admission: Option<Admission>,
 }
 
@@ -233,9 +265,9 @@ impl Default for RetryPolicyBuilder {
             jitter: Jitter::None,
             max_elapsed: None,
             retry_on: KindSet::DEFAULT,
-            retry_ambiguous: false,
             classifier: Classifier::default(),
             on_retry: None,
+            on_give_up: None,
             admission: None,
         }
     }
@@ -262,10 +294,12 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// An upper bound on every wait, after jitter; not below the first wait.
+    /// An upper bound on every wait; not below the first wait. Jitter is applied within
+    /// it, so waits that reached the cap still spread out.
     ///
     /// # Default
-    /// None.
+    /// None for constant and linear backoff; 10 s (or the first wait, if longer) for
+    /// exponential backoff.
     #[must_use]
     pub fn max_delay(mut self, max: Duration) -> Self {
         self.max_delay = Some(max);
@@ -293,24 +327,15 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// Which transient kinds are retried; the others are returned at once.
+    /// Which transient kinds are retried; the others are returned at once (they keep their
+    /// verdict in the [`Outcome`](crate::Outcome)). This is the one knob for narrowing or
+    /// widening *what* is retried; the classifier only says what an error *is*.
     ///
     /// # Default
     /// [`KindSet::DEFAULT`]: deadlock, lock timeout, serialization failure, busy.
     #[must_use]
     pub fn retry_on(mut self, kinds: impl Into<KindSet>) -> Self {
         self.retry_on = kinds.into();
-        self
-    }
-
-    /// Declares the operation idempotent: only then is an [`Verdict::Ambiguous`] failure
-    /// (the commit may have happened) retried.
-    ///
-    /// # Default
-    /// false.
-    #[must_use]
-    pub fn idempotent(mut self, idempotent: bool) -> Self {
-        self.retry_ambiguous = idempotent;
         self
     }
 
@@ -328,13 +353,28 @@ impl RetryPolicyBuilder {
     /// hook is caught and does not stop the loop.
     ///
     /// # Default
-    /// None (the event still goes to `tracing`).
+    /// None (the event still goes to `tracing`, at debug level).
     #[must_use]
     pub fn on_retry<F>(mut self, hook: F) -> Self
     where
         F: Fn(&RetryEvent<'_>) + Send + Sync + 'static,
     {
         self.on_retry = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called once when the loop stops on a failure that was not a plain permanent one
+    /// (retries or time ran out, a kind not retried, an ambiguous commit), with every
+    /// attempt's verdict. A panic in the hook is caught.
+    ///
+    /// # Default
+    /// None (the event still goes to `tracing`, at warn level).
+    #[must_use]
+    pub fn on_give_up<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&GiveUpEvent<'_>) + Send + Sync + 'static,
+    {
+        self.on_give_up = Some(Arc::new(hook));
         self
     }
 
@@ -381,9 +421,9 @@ impl RetryPolicyBuilder {
                 jitter: self.jitter,
                 max_elapsed: self.max_elapsed,
                 retry_on: self.retry_on,
-                retry_ambiguous: self.retry_ambiguous,
                 classifier: self.classifier,
                 on_retry: self.on_retry,
+                on_give_up: self.on_give_up,
                 admission: self.admission,
             }),
         })

@@ -1,5 +1,11 @@
-//! How the default classifier learns the enabled drivers: each adapter crate adds a code
-//! extractor to a link-time list, so enabling a driver feature is all the setup there is.
+//! How the default classifier learns the enabled drivers: each adapter crate submits its
+//! code extractor to a registry that `inventory` collects before `main`, so enabling a
+//! driver feature is all the setup there is.
+//!
+//! The registry is keyed by this crate's own [`Extractor`] type, so two copies of
+//! txretry-core in one binary (two semver-incompatible versions) each keep their own list
+//! instead of colliding; and every runner also passes its own driver's extractor straight
+//! to the classifier, so runners never depend on the registry at all.
 
 use std::error::Error;
 
@@ -7,14 +13,16 @@ use crate::Code;
 
 /// Reads the typed code from one error value, if that value is a type the extractor knows.
 /// Extractors look at one link only; the classifier walks the chain.
+#[doc(hidden)]
 pub type CodeExtractor = fn(&(dyn Error + 'static)) -> Option<Code>;
 
-/// Every registered extractor. Adapter crates add theirs with [`register_extractor!`](crate::register_extractor).
-#[allow(unsafe_code)] // linkme's link_section static; see Cargo.toml
-#[linkme::distributed_slice]
-pub static CODE_EXTRACTORS: [CodeExtractor];
+/// One registered extractor.
+#[doc(hidden)]
+pub struct Extractor(pub CodeExtractor);
 
-/// Registers a [`CodeExtractor`] with the default classifier.
+inventory::collect!(Extractor);
+
+/// Registers a [`CodeExtractor`] with the default classifier (for adapter crates).
 ///
 /// ```
 /// use std::error::Error;
@@ -31,18 +39,23 @@ pub static CODE_EXTRACTORS: [CodeExtractor];
 ///     let e = error.downcast_ref::<MyDriverError>()?;
 ///     SqlState::new(e.sqlstate).map(Code::SqlState)
 /// }
-/// txretry_core::register_extractor!(MY_DRIVER = extract);
+/// txretry_core::register_extractor!(extract);
 ///
 /// let err = MyDriverError { sqlstate: "40P01" };
 /// assert!(txretry_core::classify(&err).verdict.kind().is_some());
 /// ```
+#[doc(hidden)]
 #[macro_export]
 macro_rules! register_extractor {
-    ($name:ident = $extractor:path) => {
-        #[allow(unsafe_code)] // linkme's link_section static
-        #[$crate::__private::linkme::distributed_slice($crate::CODE_EXTRACTORS)]
-        #[linkme(crate = $crate::__private::linkme)]
-        static $name: $crate::CodeExtractor = $extractor;
+    ($extractor:path) => {
+        // inventory's constructor is `unsafe extern "C"` in a link section; the workspace
+        // forbids unsafe code everywhere else.
+        #[allow(unsafe_code)]
+        const _: () = {
+            $crate::__private::inventory::submit! {
+                $crate::__private::Extractor($extractor)
+            }
+        };
     };
 }
 
@@ -50,6 +63,7 @@ macro_rules! register_extractor {
 /// refused, not connected, broken pipe, unexpected EOF, timed out); `None` for other I/O
 /// errors. Adapters whose driver buries the `io::Error` deeper than the classifier's
 /// default depth use it to read that link themselves.
+#[doc(hidden)]
 pub fn io_code(io: &std::io::Error) -> Option<Code> {
     use std::io::ErrorKind::*;
     match io.kind() {
@@ -59,14 +73,13 @@ pub fn io_code(io: &std::io::Error) -> Option<Code> {
     }
 }
 
-/// Broken connections surface as `std::io::Error` in every driver's chain.
-fn io_extractor(error: &(dyn Error + 'static)) -> Option<Code> {
-    io_code(error.downcast_ref::<std::io::Error>()?)
-}
-
-crate::register_extractor!(STD_IO = io_extractor);
-
-/// The first code any registered extractor finds in this one error value.
+/// The first code any registered extractor (or core's own `std::io::Error` reading) finds
+/// in this one error value.
 pub(crate) fn extract(error: &(dyn Error + 'static)) -> Option<Code> {
-    CODE_EXTRACTORS.iter().find_map(|extract| extract(error))
+    if let Some(io) = error.downcast_ref::<std::io::Error>() {
+        return io_code(io);
+    }
+    inventory::iter::<Extractor>
+        .into_iter()
+        .find_map(|extractor| (extractor.0)(error))
 }

@@ -1,34 +1,52 @@
 //! The retry loops. Both drive the same [`RetryState`], which asks the one pure
 //! [`RetryPolicy::decide`]; the async and the blocking loop differ only in how they wait.
+//!
+//! `RetryState`, [`TxFailure`] and the loop macros are the adapter crates' machinery: they
+//! are public so the adapters can use them, and hidden from the documentation.
 
+use std::error::Error;
 use std::time::Duration;
 
-use crate::event::emit;
-use crate::{AsError, Classification, Decision, RetryEvent, RetryPolicy};
+use crate::classifier::{broken_connection, no_driver};
+use crate::event::{GiveUpEvent, RetryEvent, emit_give_up, emit_retry};
+use crate::{
+    AsError, AttemptFailure, Classification, CodeExtractor, Decision, Outcome, Phase, RetryPolicy,
+    StopReason, TxError, TxOptions, Verdict,
+};
 
-/// The loop state every runner shares: which attempt this is, when the first began, and
-/// what to do after a failure. Runners drive it through [`retry_async!`](crate::retry_async)
-/// and [`retry_blocking!`](crate::retry_blocking); it asks the one pure
-/// [`RetryPolicy::decide`].
+/// The loop state every runner shares: which attempt this is, when the first began, every
+/// failure so far, and what to do after a failure. It owns (cheap clones of) what it needs,
+/// so a runner's future holds no borrow of the caller's policy.
+#[doc(hidden)]
 #[derive(Debug)]
-pub struct RetryState<'p> {
-    policy: &'p RetryPolicy,
+pub struct RetryState {
+    policy: RetryPolicy,
+    idempotent: bool,
     attempt: u32,
     /// Read only when the policy has a `max_elapsed`: the happy path skips the clock.
     start: Option<tokio::time::Instant>,
+    /// Every failed attempt; allocated on the first failure only.
+    history: Vec<AttemptFailure>,
 }
 
-impl<'p> RetryState<'p> {
+impl RetryState {
     /// A loop about to make its first attempt. Time is read from `tokio::time`, which is
     /// the plain monotonic clock outside a runtime and honours paused time inside one.
     #[inline]
-    pub fn new(policy: &'p RetryPolicy) -> Self {
+    pub fn new(policy: &RetryPolicy, options: &TxOptions) -> Self {
         let start = policy.max_elapsed().map(|_| tokio::time::Instant::now());
         RetryState {
-            policy,
+            policy: policy.clone(),
+            idempotent: options.is_idempotent(),
             attempt: 1,
             start,
+            history: Vec::new(),
         }
+    }
+
+    /// The policy the loop runs under.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.policy
     }
 
     /// The attempt about to run (or running), 1-based.
@@ -36,73 +54,94 @@ impl<'p> RetryState<'p> {
         self.attempt
     }
 
-    /// The wait before the next attempt, or `None` to return the error. Fires the
-    /// [`RetryEvent`] when it retries.
-    pub fn after_failure<E, V>(&mut self, failure: &TxFailure<E>) -> Option<Duration>
+    /// Records a failed attempt and decides: wait and retry (the [`RetryEvent`] has fired),
+    /// or stop (call [`give_up`](RetryState::give_up) with the same failure).
+    pub fn after_failure<E, V>(&mut self, failure: &TxFailure<E>) -> Decision
     where
         E: AsError<V>,
     {
-        if failure.final_attempt {
-            return None;
+        self.history.push(failure.failure);
+        if let Some(reason) = failure.stop {
+            return Decision::Stop(reason);
         }
-        let found = failure.classification;
         let elapsed = self.start.map_or(Duration::ZERO, |start| start.elapsed());
-        match self
-            .policy
-            .decide(found.verdict, self.attempt, elapsed, fastrand::f64())
-        {
-            Decision::Stop(_) => None,
-            Decision::RetryAfter(delay) => {
-                let event = RetryEvent {
-                    attempt: self.attempt,
-                    max_attempts: self.policy.max_attempts(),
-                    delay,
-                    verdict: found.verdict,
-                    code: found.code,
-                    error: failure.error.as_error(),
-                };
-                emit(self.policy, &event);
-                self.attempt += 1;
-                Some(delay)
-            }
+        let decision = self.policy.decide(
+            failure.failure.verdict,
+            self.idempotent,
+            self.attempt,
+            elapsed,
+            fastrand::f64(),
+        );
+        if let Decision::RetryAfter(delay) = decision {
+            let event = RetryEvent {
+                attempt: self.attempt,
+                max_attempts: self.policy.max_attempts(),
+                delay,
+                verdict: failure.failure.verdict,
+                code: failure.failure.code,
+                phase: failure.failure.phase,
+                error: failure.error.as_error(),
+            };
+            emit_retry(&self.policy, &event);
+            self.attempt += 1;
         }
+        decision
+    }
+
+    /// Ends the loop with `failure` (the one [`after_failure`](RetryState::after_failure)
+    /// just stopped on): fires the give-up event when the failure was not a plain
+    /// permanent one, and returns the caller's error with the outcome.
+    pub fn give_up<E, V>(&mut self, failure: TxFailure<E>, reason: StopReason) -> TxError<E>
+    where
+        E: AsError<V>,
+    {
+        let history = std::mem::take(&mut self.history);
+        let outcome = Outcome::new(history, reason);
+        if outcome.verdict() != Verdict::Permanent {
+            emit_give_up(
+                &self.policy,
+                &GiveUpEvent {
+                    outcome: &outcome,
+                    max_attempts: self.policy.max_attempts(),
+                    error: failure.error.as_error(),
+                },
+            );
+        }
+        TxError::new(failure.error, outcome, <E as AsError<V>>::as_error)
     }
 }
 
 /// The async retry loop, written once for every runner.
 ///
-/// `$attempt` is an expression (usually an `async { … }` block) evaluated afresh for each
-/// attempt, resolving to `Result<T, TxFailure<E>>`; the loop resolves to `Result<T, E>`.
-/// It is a macro rather than a function taking a closure because rustc cannot yet prove
-/// `Send` for a future that calls an async closure wrapping borrowed state
-/// (rust-lang/rust#100013); expanded inline with concrete types, it can.
+/// `$state` is a `mut` [`RetryState`] variable; `$attempt` an expression (usually an
+/// `async { … }` block) evaluated afresh for each attempt, resolving to
+/// `Result<T, TxFailure<E>>`. The loop resolves to `Result<T, TxError<E>>`. It is a macro
+/// rather than a function taking a closure because rustc cannot yet prove `Send` for a
+/// future that calls an async closure wrapping borrowed state (rust-lang/rust#100013);
+/// expanded inline with concrete types, it can.
 ///
-/// With `options = &TxOptions`, each attempt first waits for the policy's
+/// With `admission = $options`, each attempt first waits for the policy's
 /// [`Admission`](crate::Admission) on the keys the options name, and releases them when
 /// the attempt ends (before any backoff wait).
+#[doc(hidden)]
 #[macro_export]
 macro_rules! retry_async {
-    ($policy:expr, $attempt:expr) => {{
-        let policy: &$crate::RetryPolicy = $policy;
-        let mut state = $crate::RetryState::new(policy);
+    ($state:ident, $attempt:expr) => {{
         loop {
             let outcome = $attempt.await;
-            $crate::__retry_async_step!(state, outcome)
+            $crate::__retry_async_step!($state, outcome)
         }
     }};
-    ($policy:expr, options = $options:expr, $attempt:expr) => {{
-        let policy: &$crate::RetryPolicy = $policy;
-        let options: &$crate::TxOptions = $options;
-        let mut state = $crate::RetryState::new(policy);
+    ($state:ident, admission = $options:expr, $attempt:expr) => {{
         loop {
-            let outcome = match $crate::__private::admission_for(policy, options) {
+            let outcome = match $crate::__private::admission_for($state.policy(), $options) {
                 ::core::option::Option::None => $attempt.await,
                 ::core::option::Option::Some(admission) => {
                     let _permit = admission.await;
                     $attempt.await
                 }
             };
-            $crate::__retry_async_step!(state, outcome)
+            $crate::__retry_async_step!($state, outcome)
         }
     }};
 }
@@ -115,9 +154,9 @@ macro_rules! __retry_async_step {
         match $outcome {
             ::core::result::Result::Ok(value) => break ::core::result::Result::Ok(value),
             ::core::result::Result::Err(failure) => match $state.after_failure(&failure) {
-                ::core::option::Option::Some(delay) => $crate::__private::sleep(delay).await,
-                ::core::option::Option::None => {
-                    break ::core::result::Result::Err(failure.into_error());
+                $crate::Decision::RetryAfter(delay) => $crate::__private::sleep(delay).await,
+                $crate::Decision::Stop(reason) => {
+                    break ::core::result::Result::Err($state.give_up(failure, reason));
                 }
             },
         }
@@ -126,17 +165,17 @@ macro_rules! __retry_async_step {
 
 /// The blocking twin of [`retry_async!`]: the same state and decisions, waiting with
 /// `std::thread::sleep`.
+#[doc(hidden)]
 #[macro_export]
 macro_rules! retry_blocking {
-    ($policy:expr, $attempt:expr) => {{
-        let mut state = $crate::RetryState::new($policy);
+    ($state:ident, $attempt:expr) => {{
         loop {
             match $attempt {
                 ::core::result::Result::Ok(value) => break ::core::result::Result::Ok(value),
-                ::core::result::Result::Err(failure) => match state.after_failure(&failure) {
-                    ::core::option::Option::Some(delay) => ::std::thread::sleep(delay),
-                    ::core::option::Option::None => {
-                        break ::core::result::Result::Err(failure.into_error());
+                ::core::result::Result::Err(failure) => match $state.after_failure(&failure) {
+                    $crate::Decision::RetryAfter(delay) => ::std::thread::sleep(delay),
+                    $crate::Decision::Stop(reason) => {
+                        break ::core::result::Result::Err($state.give_up(failure, reason));
                     }
                 },
             }
@@ -144,45 +183,68 @@ macro_rules! retry_blocking {
     }};
 }
 
-/// One failed attempt of a transaction runner: the caller's error and how it was judged.
-/// Built by adapter runners; see [`TxFailure::in_body`] and [`TxFailure::at_commit`].
+/// One failed attempt of a transaction runner: the caller's error, how it was judged, and
+/// whether the connection it ran on can still be used. Built by adapter runners with
+/// [`TxFailure::in_body`] and [`TxFailure::at_commit`].
+#[doc(hidden)]
 #[derive(Debug)]
 pub struct TxFailure<E> {
     error: E,
-    classification: Classification,
-    final_attempt: bool,
+    failure: AttemptFailure,
+    broken: bool,
+    stop: Option<StopReason>,
 }
 
 impl<E> TxFailure<E> {
     /// A failure before COMMIT was sent (BEGIN, the caller's closure, a statement):
-    /// classified as it is.
-    pub fn in_body<V>(policy: &RetryPolicy, error: E) -> Self
+    /// classified as it is. `driver` is the adapter's own code extractor: it is consulted
+    /// first, so the runner knows its driver's codes even where no registry reached it.
+    pub fn in_body<V>(policy: &RetryPolicy, driver: CodeExtractor, error: E) -> Self
     where
         E: AsError<V>,
     {
-        let classification = policy.classify(error.as_error());
-        TxFailure {
-            error,
-            classification,
-            final_attempt: false,
-        }
+        Self::judged(policy, driver, error, Phase::Body)
     }
 
-    /// A failure while committing. Unless the server answered with a code, nobody knows
-    /// whether the commit landed, so the verdict becomes ambiguous (never retried unless
-    /// the policy says the operation is idempotent).
-    pub fn at_commit<V>(policy: &RetryPolicy, error: E) -> Self
+    /// A failure while committing. Only the server's own "not committed" answers keep
+    /// their verdict: a transient kind other than `Connection`, or a permanent code the
+    /// server sent (a constraint checked at COMMIT). Everything else — no code, a
+    /// driver-detected failure, a connection-class code (a pooler sends `08P01` after a
+    /// COMMIT that landed) — is [`Verdict::Ambiguous`]: the commit may have happened.
+    pub fn at_commit<V>(policy: &RetryPolicy, driver: CodeExtractor, error: E) -> Self
     where
         E: AsError<V>,
     {
-        let mut classification = policy.classify(error.as_error());
-        if !classification.code.is_some_and(crate::Code::is_from_server) {
-            classification.verdict = crate::Verdict::Ambiguous;
+        let mut failure = Self::judged(policy, driver, error, Phase::Commit);
+        let answer = failure.failure;
+        let server_said_not_committed = answer.code.is_some_and(crate::Code::is_from_server)
+            && match answer.verdict {
+                Verdict::Transient(kind) => kind != crate::TransientKind::Connection,
+                Verdict::Permanent => !failure.broken,
+                _ => false,
+            };
+        if !server_said_not_committed {
+            failure.failure.verdict = Verdict::Ambiguous;
         }
+        failure
+    }
+
+    fn judged<V>(policy: &RetryPolicy, driver: CodeExtractor, error: E, phase: Phase) -> Self
+    where
+        E: AsError<V>,
+    {
+        let err: &(dyn Error + 'static) = error.as_error();
+        let Classification { verdict, code } = policy.classifier().classify_with(err, driver);
+        let broken = broken_connection(err, driver);
         TxFailure {
             error,
-            classification,
-            final_attempt: false,
+            failure: AttemptFailure {
+                verdict,
+                code,
+                phase,
+            },
+            broken,
+            stop: None,
         }
     }
 
@@ -190,21 +252,26 @@ impl<E> TxFailure<E> {
     /// another attempt (its one connection is gone and it cannot get another).
     #[must_use]
     pub fn ends_retrying(mut self) -> Self {
-        self.final_attempt = true;
+        self.stop = Some(StopReason::ConnectionUnusable);
         self
     }
 
     /// How the failure was judged.
     pub fn classification(&self) -> Classification {
-        self.classification
+        Classification::new(self.failure.verdict, self.failure.code)
     }
 
-    /// Whether the runner must discard the connection instead of returning it to its pool:
-    /// the failure was a [`Connection`](crate::TransientKind::Connection) one, or the driver
-    /// itself (not the server) reported it, so the connection's state is unknown.
+    /// Where the attempt failed.
+    pub fn phase(&self) -> Phase {
+        self.failure.phase
+    }
+
+    /// Whether the runner must discard the connection instead of returning it to its pool.
+    /// Judged from the driver's error alone with the default table (a connection-class
+    /// code, or a failure the driver detected itself), never from the user's classifier:
+    /// narrowing what is retried must not put a broken connection back in the pool.
     pub fn discards_connection(&self) -> bool {
-        self.classification.verdict == crate::Verdict::Transient(crate::TransientKind::Connection)
-            || matches!(self.classification.code, Some(crate::Code::Driver(_)))
+        self.broken
     }
 
     /// The caller's error.
@@ -217,8 +284,10 @@ impl RetryPolicy {
     /// Runs `op` until it succeeds, fails with an error this policy does not retry, or the
     /// attempts or time run out; returns the last error unchanged.
     ///
-    /// `op` is an async closure, called afresh for every attempt. The waits use
-    /// `tokio::time`, so tests can run them under paused time.
+    /// `op` is an async closure, called afresh for every attempt. Its errors are classified
+    /// with the policy's classifier (no COMMIT phase: use a driver's runner for
+    /// transactions). The waits use `tokio::time` inside a tokio runtime (so tests can
+    /// pause time) and a timer thread outside one.
     ///
     /// ```
     /// use txretry_core::RetryPolicy;
@@ -245,9 +314,12 @@ impl RetryPolicy {
         F: AsyncFnMut() -> Result<T, E>,
         E: AsError<V>,
     {
-        crate::retry_async!(self, async {
-            op().await.map_err(|e| TxFailure::in_body(self, e))
-        })
+        let mut state = RetryState::new(self, &TxOptions::DEFAULT);
+        let result = crate::retry_async!(state, async {
+            op().await
+                .map_err(|e| TxFailure::in_body(self, no_driver, e))
+        });
+        result.map_err(TxError::into_error)
     }
 
     /// The blocking twin of [`run`](RetryPolicy::run): same decisions, waits with
@@ -259,7 +331,7 @@ impl RetryPolicy {
     /// let mut calls = 0;
     /// let result: Result<(), std::io::Error> = RetryPolicy::disabled().run_blocking(|| {
     ///     calls += 1;
-    ///     Err(std::io::Error::other("deadlock"))
+    ///     Err(std::io::Error::other("deadlock detected"))
     /// });
     /// assert!(result.is_err());
     /// assert_eq!(calls, 1);
@@ -269,6 +341,11 @@ impl RetryPolicy {
         F: FnMut() -> Result<T, E>,
         E: AsError<V>,
     {
-        crate::retry_blocking!(self, op().map_err(|e| TxFailure::in_body(self, e)))
+        let mut state = RetryState::new(self, &TxOptions::DEFAULT);
+        let result = crate::retry_blocking!(
+            state,
+            op().map_err(|e| TxFailure::in_body(self, no_driver, e))
+        );
+        result.map_err(TxError::into_error)
     }
 }

@@ -9,10 +9,13 @@ use std::fmt;
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verdict {
-    /// The server undid the work; re-running the whole transaction is safe.
+    /// Nothing of the attempt will be committed, so running the whole transaction again is
+    /// safe: the server rolled the transaction back (deadlock, serialization failure), or
+    /// only the failing statement (MySQL lock-wait timeout 1205, `SQLITE_BUSY` in the
+    /// middle of a transaction) and the runner rolls back the rest before it retries.
     Transient(TransientKind),
     /// The commit may or may not have happened. Never retried unless the operation is
-    /// declared idempotent ([`RetryPolicyBuilder::idempotent`](crate::RetryPolicyBuilder::idempotent)).
+    /// declared idempotent ([`TxOptions::idempotent`](crate::TxOptions::idempotent)).
     Ambiguous,
     /// A real outcome ("order not found", a constraint): it surfaces exactly once.
     Permanent,

@@ -7,8 +7,8 @@ use std::error::Error;
 use std::fmt;
 
 use txretry_core::{
-    Classification, Classifier, Code, Profile, RetryPolicy, SqlState, TransientKind, Verdict,
-    classify,
+    Classification, Classifier, Code, MessageFallback, Profile, RetryPolicy, SqlState,
+    TransientKind, Verdict, classify,
 };
 
 /// A stand-in for a driver's typed database error.
@@ -29,7 +29,7 @@ fn extract(error: &(dyn Error + 'static)) -> Option<Code> {
     let e = error.downcast_ref::<DbError>()?;
     SqlState::new(e.sqlstate).map(Code::SqlState)
 }
-txretry_core::register_extractor!(TEST_DRIVER = extract);
+txretry_core::register_extractor!(extract);
 
 fn db(sqlstate: &'static str, message: &'static str) -> DbError {
     DbError { sqlstate, message }
@@ -132,10 +132,10 @@ fn message_fallback_is_used_only_without_a_typed_code() {
     let plain = std::io::Error::other("Lock wait timeout exceeded; try restarting transaction");
     let c = classify(&plain);
     assert_eq!(c.verdict, Verdict::Transient(TransientKind::LockTimeout));
-    assert_eq!(c.code, Some(Code::Message("lock wait timeout")));
+    assert_eq!(c.code, Some(Code::Message("Lock wait timeout exceeded")));
     assert_eq!(
         Classifier::default()
-            .message_fallback(false)
+            .message_fallback(MessageFallback::Off)
             .classify(&plain)
             .verdict,
         Verdict::Permanent
@@ -183,13 +183,43 @@ fn widening_with_a_closure_falls_through_on_none() {
 }
 
 #[test]
-fn narrowing_drops_a_kind_and_keeps_the_rest() {
-    let c = Classifier::default().without(TransientKind::Deadlock);
-    assert_eq!(c.classify(&db("40P01", "x")).verdict, Verdict::Permanent);
+fn user_text_that_mentions_a_deadlock_is_permanent() {
+    for text in [
+        "refund 17 refused: customer reports a deadlock at checkout",
+        "product Deadlock Deluxe is out of stock",
+    ] {
+        let business = anyhow::anyhow!("{text}");
+        let as_dyn: &(dyn Error + 'static) = business.as_ref();
+        assert_eq!(classify(as_dyn), Classification::PERMANENT, "{text}");
+    }
+}
+
+#[test]
+fn the_loose_patterns_are_an_explicit_opt_in() {
+    let business = std::io::Error::other("customer reports a deadlock at checkout");
+    let loose = Classifier::default().message_fallback(MessageFallback::Loose);
     assert_eq!(
-        c.classify(&db("55P03", "x")).verdict,
-        Verdict::Transient(TransientKind::LockTimeout)
+        loose.classify(&business),
+        Classification::new(
+            Verdict::Transient(TransientKind::Deadlock),
+            Some(Code::Message("deadlock"))
+        )
     );
+}
+
+#[test]
+fn a_typed_code_beyond_depth_blocks_the_message_fallback() {
+    // RAISE EXCEPTION 'deadlock detected in order 17' (P0001), wrapped twice: the code is
+    // past the default depth, so it does not decide, but the message must not either.
+    let raised = ServiceError::Repo(Box::new(ServiceError::Db(db(
+        "P0001",
+        "deadlock detected in order 17",
+    ))));
+    #[derive(Debug, thiserror::Error)]
+    #[error("deadlock detected while saving order: {0}")]
+    struct Loud(#[source] ServiceError);
+    let c = classify(&Loud(raised));
+    assert_eq!(c, Classification::PERMANENT);
 }
 
 #[test]
@@ -231,7 +261,10 @@ fn a_user_classifier_can_fall_back_to_the_default() {
 #[test]
 fn the_policy_classifies_with_its_own_classifier() {
     let policy = RetryPolicy::builder()
-        .classifier(Classifier::default().without(TransientKind::SerializationFailure))
+        .classifier(Classifier::default().with_code(
+            Code::SqlState(SqlState::from_static("40001")),
+            Verdict::Permanent,
+        ))
         .build()
         .unwrap();
     assert_eq!(

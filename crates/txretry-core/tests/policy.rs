@@ -12,7 +12,7 @@ fn default_is_two_attempts_with_150ms_linear_backoff() {
     let p = RetryPolicy::default();
     assert_eq!(p.max_attempts(), 2);
     assert_eq!(
-        p.decide(DEADLOCK, 1, Duration::ZERO, 0.9),
+        p.decide(DEADLOCK, false, 1, Duration::ZERO, 0.9),
         Decision::RetryAfter(Duration::from_millis(150))
     );
 }
@@ -64,14 +64,13 @@ fn max_delay_below_initial_is_rejected_naming_the_field() {
 
 #[test]
 fn ambiguous_is_retried_only_when_idempotent() {
-    let plain = RetryPolicy::default();
+    let p = RetryPolicy::default();
     assert!(matches!(
-        plain.decide(Verdict::Ambiguous, 1, Duration::ZERO, 0.0),
+        p.decide(Verdict::Ambiguous, false, 1, Duration::ZERO, 0.0),
         Decision::Stop(_)
     ));
-    let idem = RetryPolicy::builder().idempotent(true).build().unwrap();
     assert!(matches!(
-        idem.decide(Verdict::Ambiguous, 1, Duration::ZERO, 0.0),
+        p.decide(Verdict::Ambiguous, true, 1, Duration::ZERO, 0.0),
         Decision::RetryAfter(_)
     ));
 }
@@ -81,7 +80,7 @@ fn locked_and_connection_are_opt_in() {
     let p = RetryPolicy::default();
     for kind in [TransientKind::Locked, TransientKind::Connection] {
         assert!(matches!(
-            p.decide(Verdict::Transient(kind), 1, Duration::ZERO, 0.0),
+            p.decide(Verdict::Transient(kind), false, 1, Duration::ZERO, 0.0),
             Decision::Stop(_)
         ));
     }
@@ -92,6 +91,7 @@ fn locked_and_connection_are_opt_in() {
     assert!(matches!(
         opted.decide(
             Verdict::Transient(TransientKind::Connection),
+            false,
             1,
             Duration::ZERO,
             0.0
@@ -118,7 +118,7 @@ proptest! {
             .jitter(Jitter::Full)
             .build()
             .unwrap();
-        let Decision::RetryAfter(d) = p.decide(DEADLOCK, attempt, Duration::ZERO, unit) else {
+        let Decision::RetryAfter(d) = p.decide(DEADLOCK, false, attempt, Duration::ZERO, unit) else {
             panic!("expected a retry");
         };
         let base = Backoff::Exponential { initial, factor }.delay(attempt).min(cap);
@@ -142,12 +142,67 @@ proptest! {
             .jitter(Jitter::Proportional(f))
             .build()
             .unwrap();
-        let Decision::RetryAfter(d) = p.decide(DEADLOCK, attempt, Duration::ZERO, unit) else {
+        let Decision::RetryAfter(d) = p.decide(DEADLOCK, false, attempt, Duration::ZERO, unit) else {
             panic!("expected a retry");
         };
-        let base = backoff.delay(attempt).as_secs_f64();
-        let (lo, hi) = (base * (1.0 - f), base * (1.0 + f));
+        // No max_delay: exponential backoff is capped at 10 s (or the first wait).
+        let cap = Duration::from_secs(10).max(initial);
+        let base = backoff.delay(attempt).min(cap).as_secs_f64();
+        let (lo, hi) = (base * (1.0 - f), (base * (1.0 + f)).min(cap.as_secs_f64()));
         // One nanosecond of slack for the float-to-Duration rounding.
         prop_assert!(d.as_secs_f64() >= lo - 1e-9 && d.as_secs_f64() <= hi + 1e-9, "{d:?} not in {lo}..={hi}");
+    }
+}
+
+#[test]
+fn exponential_backoff_has_a_default_cap_of_ten_seconds() {
+    let p = RetryPolicy::builder()
+        .max_attempts(100)
+        .backoff(Backoff::Exponential {
+            initial: Duration::from_millis(100),
+            factor: 2.0,
+        })
+        .build()
+        .unwrap();
+    assert_eq!(
+        p.decide(DEADLOCK, false, 30, Duration::ZERO, 0.5),
+        Decision::RetryAfter(Duration::from_secs(10))
+    );
+}
+
+/// Jitter is applied after the cap: late retries, whose base wait is far above
+/// `max_delay`, must still spread over the jitter range instead of all landing on the cap.
+#[test]
+fn jitter_at_late_attempts_spreads_below_the_cap() {
+    let cap = Duration::from_millis(500);
+    for jitter in [Jitter::Full, Jitter::Proportional(0.5)] {
+        let p = RetryPolicy::builder()
+            .max_attempts(u32::MAX)
+            .backoff(Backoff::Exponential {
+                initial: Duration::from_millis(10),
+                factor: 2.0,
+            })
+            .max_delay(cap)
+            .jitter(jitter)
+            .build()
+            .unwrap();
+        let delays: Vec<Duration> = (0..1000)
+            .map(|i| {
+                let unit = f64::from(i) / 1000.0;
+                match p.decide(DEADLOCK, false, 20, Duration::ZERO, unit) {
+                    Decision::RetryAfter(d) => d,
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect();
+        assert!(delays.iter().all(|d| *d <= cap), "{jitter:?}: above the cap");
+        let at_cap = delays.iter().filter(|d| **d == cap).count();
+        assert!(at_cap <= 1, "{jitter:?}: {at_cap} of 1000 waits collapsed onto the cap");
+        let mut distinct = delays.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert!(distinct.len() > 900, "{jitter:?}: only {} distinct waits", distinct.len());
+        let spread = delays.iter().max().unwrap().saturating_sub(*delays.iter().min().unwrap());
+        assert!(spread >= cap / 3, "{jitter:?}: waits spread over only {spread:?}");
     }
 }

@@ -67,7 +67,7 @@ async fn transient_then_success_runs_twice_and_fires_one_event_with_attempt_1() 
             max_attempts: 2,
             delay: Duration::from_millis(150),
             kind: Some(TransientKind::Deadlock),
-            code: Some(Code::Message("deadlock")),
+            code: Some(Code::Message("Deadlock found when trying to get lock")),
             error: AppError::Deadlock.to_string(),
         }]
     );
@@ -213,10 +213,10 @@ async fn anyhow_and_boxed_errors_are_classified_and_returned_unchanged() {
     let r: Result<(), Box<dyn std::error::Error + Send + Sync>> = policy
         .run(async || {
             calls += 1;
-            Err("lock wait timeout exceeded".into())
+            Err("Lock wait timeout exceeded".into())
         })
         .await;
-    assert_eq!(r.unwrap_err().to_string(), "lock wait timeout exceeded");
+    assert_eq!(r.unwrap_err().to_string(), "Lock wait timeout exceeded");
     assert_eq!(calls, 2);
 }
 
@@ -287,4 +287,41 @@ fn async_and_blocking_loops_make_the_same_attempts_for_the_same_errors() {
         assert_eq!(blocking_calls, async_calls, "{script:?}");
         assert_eq!(format!("{blocking:?}"), format!("{asynchronous:?}"));
     }
+}
+
+/// When retries run out, one give-up event carries every attempt's verdict; async and
+/// blocking loops report the same.
+#[tokio::test(start_paused = true)]
+async fn running_out_of_attempts_fires_one_give_up_event_with_the_history() {
+    use txretry_core::{GiveUpEvent, StopReason, Verdict};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let policy = RetryPolicy::builder()
+        .max_attempts(3)
+        .on_give_up(move |e: &GiveUpEvent<'_>| {
+            let history: Vec<Verdict> = e.outcome.history().iter().map(|a| a.verdict).collect();
+            sink.lock()
+                .unwrap()
+                .push((e.outcome.attempts(), e.outcome.stop_reason(), history, e.error.to_string()));
+        })
+        .build()
+        .unwrap();
+    let deadlock = Verdict::Transient(TransientKind::Deadlock);
+    let expected = (
+        3,
+        StopReason::AttemptsExhausted,
+        vec![deadlock; 3],
+        AppError::Deadlock.to_string(),
+    );
+
+    let r: Result<(), AppError> = policy.run(async || Err(AppError::Deadlock)).await;
+    assert!(matches!(r, Err(AppError::Deadlock)));
+    let r: Result<(), AppError> = policy.run_blocking(|| Err(AppError::Deadlock));
+    assert!(matches!(r, Err(AppError::Deadlock)));
+    assert_eq!(*seen.lock().unwrap(), vec![expected.clone(), expected]);
+
+    // A business error is an ordinary outcome: no give-up event.
+    let r: Result<(), AppError> = policy.run(async || Err(AppError::NotFound(7))).await;
+    assert!(matches!(r, Err(AppError::NotFound(7))));
+    assert_eq!(seen.lock().unwrap().len(), 2);
 }
