@@ -30,6 +30,12 @@ pub struct RetryEvent<'a> {
     pub phase: Phase,
     /// The error, as returned by the attempt.
     pub error: &'a (dyn Error + 'static),
+    /// The tool this loop runs for, when the policy has a labelled [`Scope`](crate::Scope).
+    pub tool: Option<&'a str>,
+    /// The tool call's id, likewise.
+    pub call_id: Option<&'a str>,
+    /// Where the policy came from (`"tool"`, `"toolbox"`, `"default"`), likewise.
+    pub policy_level: Option<&'a str>,
 }
 
 impl RetryEvent<'_> {
@@ -50,6 +56,9 @@ impl fmt::Debug for RetryEvent<'_> {
             .field("code", &self.code)
             .field("phase", &self.phase)
             .field("error", &format_args!("{}", self.error))
+            .field("tool", &self.tool)
+            .field("call_id", &self.call_id)
+            .field("policy_level", &self.policy_level)
             .finish()
     }
 }
@@ -66,6 +75,12 @@ pub struct GiveUpEvent<'a> {
     pub max_attempts: u32,
     /// The last attempt's error, the one returned to the caller.
     pub error: &'a (dyn Error + 'static),
+    /// The tool this loop runs for, when the policy has a labelled [`Scope`](crate::Scope).
+    pub tool: Option<&'a str>,
+    /// The tool call's id, likewise.
+    pub call_id: Option<&'a str>,
+    /// Where the policy came from, likewise.
+    pub policy_level: Option<&'a str>,
 }
 
 impl fmt::Debug for GiveUpEvent<'_> {
@@ -74,6 +89,9 @@ impl fmt::Debug for GiveUpEvent<'_> {
             .field("outcome", &self.outcome)
             .field("max_attempts", &self.max_attempts)
             .field("error", &format_args!("{}", self.error))
+            .field("tool", &self.tool)
+            .field("call_id", &self.call_id)
+            .field("policy_level", &self.policy_level)
             .finish()
     }
 }
@@ -98,6 +116,9 @@ pub(crate) fn emit_retry(policy: &RetryPolicy, event: &RetryEvent<'_>) {
         phase = %event.phase,
         code = event.code.map(tracing::field::display),
         error = %event.error,
+        tool = event.tool,
+        call_id = event.call_id,
+        policy_level = event.policy_level,
         "transaction attempt failed transiently; retrying",
     );
     if let Some(hook) = policy.on_retry_hook() {
@@ -116,6 +137,9 @@ pub(crate) fn emit_give_up(policy: &RetryPolicy, event: &GiveUpEvent<'_>) {
         code = event.outcome.code().map(tracing::field::display),
         reason = ?event.outcome.stop_reason(),
         error = %event.error,
+        tool = event.tool,
+        call_id = event.call_id,
+        policy_level = event.policy_level,
         "transaction failed; not retrying",
     );
     if let Some(hook) = policy.on_give_up_hook() {

@@ -18,6 +18,7 @@ mod policy;
 mod profile;
 mod registry;
 mod run;
+mod scope;
 mod sleep;
 mod table;
 mod verdict;
@@ -34,6 +35,7 @@ pub use options::{Isolation, SqliteBegin, TxOptions};
 pub use outcome::{AttemptFailure, Outcome, Phase, TxError};
 pub use policy::{Decision, PolicyError, RetryPolicy, RetryPolicyBuilder, StopReason};
 pub use profile::Profile;
+pub use scope::Scope;
 pub use table::default_verdict;
 pub use verdict::{Classification, KindSet, TransientKind, Verdict};
 

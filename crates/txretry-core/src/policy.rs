@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::event::{GiveUpHook, RetryHook};
 use crate::{
+    Scope,
     Admission, Backoff, Classification, Classifier, GiveUpEvent, Jitter, KindSet, RetryEvent, Verdict,
 };
 
@@ -54,6 +55,7 @@ struct Inner {
     on_retry: Option<RetryHook>,
     on_give_up: Option<GiveUpHook>,
     admission: Option<Admission>,
+    scope: Option<Scope>,
 }
 
 /// The cap on exponential backoff when no `max_delay` is set.
@@ -75,6 +77,9 @@ pub enum StopReason {
     /// The failure is permanent, or a transient kind this policy does not retry, or
     /// ambiguous and the operation was not declared idempotent.
     NotRetryable,
+    /// Running the operation again is not safe whatever the failure: it is declared not
+    /// restart-safe, or part of the attempt already committed (an outer layer's decision).
+    NotRestartable,
     /// The runner could not make another attempt: its one connection is unusable (closed,
     /// or still inside the failed transaction) and it has no pool to take another from.
     ConnectionUnusable,
@@ -210,6 +215,34 @@ impl RetryPolicy {
         Decision::RetryAfter(delay)
     }
 
+    /// This policy with a shared [`Scope`]: every loop run under the returned policy draws
+    /// its retries from the scope's one budget and labels its events with the scope's.
+    /// Cheap (one allocation); meant per operation, e.g. per tool invocation.
+    #[must_use]
+    pub fn with_scope(&self, scope: Scope) -> RetryPolicy {
+        let p = &*self.inner;
+        RetryPolicy {
+            inner: Arc::new(Inner {
+                max_attempts: p.max_attempts,
+                backoff: p.backoff,
+                max_delay: p.max_delay,
+                jitter: p.jitter,
+                max_elapsed: p.max_elapsed,
+                retry_on: p.retry_on,
+                classifier: p.classifier.clone(),
+                on_retry: p.on_retry.clone(),
+                on_give_up: p.on_give_up.clone(),
+                admission: p.admission.clone(),
+                scope: Some(scope),
+            }),
+        }
+    }
+
+    /// The scope this policy's loops share, if any.
+    pub fn scope(&self) -> Option<&Scope> {
+        self.inner.scope.as_ref()
+    }
+
     pub(crate) fn on_retry_hook(&self) -> Option<&RetryHook> {
         self.inner.on_retry.as_ref()
     }
@@ -237,6 +270,7 @@ impl fmt::Debug for RetryPolicy {
             .field("on_retry", &p.on_retry.is_some())
             .field("on_give_up", &p.on_give_up.is_some())
             .field("admission", &p.admission)
+            .field("scope", &p.scope)
             .finish()
     }
 }
@@ -425,6 +459,7 @@ impl RetryPolicyBuilder {
                 on_retry: self.on_retry,
                 on_give_up: self.on_give_up,
                 admission: self.admission,
+                scope: None,
             }),
         })
     }

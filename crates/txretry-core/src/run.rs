@@ -11,7 +11,7 @@ use crate::classifier::{broken_connection, no_driver};
 use crate::event::{GiveUpEvent, RetryEvent, emit_give_up, emit_retry};
 use crate::{
     AsError, AttemptFailure, Classification, CodeExtractor, Decision, Outcome, Phase, RetryPolicy,
-    StopReason, TxError, TxOptions, Verdict,
+    Scope, StopReason, TxError, TxOptions, Verdict,
 };
 
 /// The loop state every runner shares: which attempt this is, when the first began, every
@@ -54,6 +54,14 @@ impl RetryState {
         self.attempt
     }
 
+    /// Records that the loop succeeded (for a runner: committed), for the scope's count.
+    #[inline]
+    pub fn succeeded(&self) {
+        if let Some(scope) = self.policy.scope() {
+            scope.succeeded();
+        }
+    }
+
     /// Records a failed attempt and decides: wait and retry (the [`RetryEvent`] has fired),
     /// or stop (call [`give_up`](RetryState::give_up) with the same failure).
     pub fn after_failure<E, V>(&mut self, failure: &TxFailure<E>) -> Decision
@@ -65,13 +73,20 @@ impl RetryState {
             return Decision::Stop(reason);
         }
         let elapsed = self.start.map_or(Duration::ZERO, |start| start.elapsed());
-        let decision = self.policy.decide(
+        let mut decision = self.policy.decide(
             failure.failure.verdict,
             self.idempotent,
             self.attempt,
             elapsed,
             fastrand::f64(),
         );
+        if matches!(decision, Decision::RetryAfter(_))
+            && let Some(scope) = self.policy.scope()
+            && !scope.take_retry()
+        {
+            // The operation this loop is part of has spent its retries elsewhere.
+            decision = Decision::Stop(StopReason::AttemptsExhausted);
+        }
         if let Decision::RetryAfter(delay) = decision {
             let event = RetryEvent {
                 attempt: self.attempt,
@@ -81,6 +96,9 @@ impl RetryState {
                 code: failure.failure.code,
                 phase: failure.failure.phase,
                 error: failure.error.as_error(),
+                tool: self.policy.scope().and_then(Scope::tool),
+                call_id: self.policy.scope().and_then(Scope::call_id),
+                policy_level: self.policy.scope().and_then(Scope::level),
             };
             emit_retry(&self.policy, &event);
             self.attempt += 1;
@@ -97,6 +115,9 @@ impl RetryState {
     {
         let history = std::mem::take(&mut self.history);
         let outcome = Outcome::new(history, reason);
+        if let Some(scope) = self.policy.scope() {
+            scope.gave_up(&outcome);
+        }
         if outcome.verdict() != Verdict::Permanent {
             emit_give_up(
                 &self.policy,
@@ -104,6 +125,9 @@ impl RetryState {
                     outcome: &outcome,
                     max_attempts: self.policy.max_attempts(),
                     error: failure.error.as_error(),
+                    tool: self.policy.scope().and_then(Scope::tool),
+                    call_id: self.policy.scope().and_then(Scope::call_id),
+                    policy_level: self.policy.scope().and_then(Scope::level),
                 },
             );
         }
@@ -152,7 +176,10 @@ macro_rules! retry_async {
 macro_rules! __retry_async_step {
     ($state:ident, $outcome:ident) => {
         match $outcome {
-            ::core::result::Result::Ok(value) => break ::core::result::Result::Ok(value),
+            ::core::result::Result::Ok(value) => {
+                $state.succeeded();
+                break ::core::result::Result::Ok(value);
+            }
             ::core::result::Result::Err(failure) => match $state.after_failure(&failure) {
                 $crate::Decision::RetryAfter(delay) => $crate::__private::sleep(delay).await,
                 $crate::Decision::Stop(reason) => {
@@ -171,7 +198,10 @@ macro_rules! retry_blocking {
     ($state:ident, $attempt:expr) => {{
         loop {
             match $attempt {
-                ::core::result::Result::Ok(value) => break ::core::result::Result::Ok(value),
+                ::core::result::Result::Ok(value) => {
+                    $state.succeeded();
+                    break ::core::result::Result::Ok(value);
+                }
                 ::core::result::Result::Err(failure) => match $state.after_failure(&failure) {
                     $crate::Decision::RetryAfter(delay) => ::std::thread::sleep(delay),
                     $crate::Decision::Stop(reason) => {
@@ -251,8 +281,22 @@ impl<E> TxFailure<E> {
     /// Ends the loop with this failure whatever its verdict: for a runner that cannot make
     /// another attempt (its one connection is gone and it cannot get another).
     #[must_use]
-    pub fn ends_retrying(mut self) -> Self {
-        self.stop = Some(StopReason::ConnectionUnusable);
+    pub fn ends_retrying(self) -> Self {
+        self.stops(StopReason::ConnectionUnusable)
+    }
+
+    /// Ends the loop with this failure, for `reason`, whatever its verdict.
+    #[must_use]
+    pub fn stops(mut self, reason: StopReason) -> Self {
+        self.stop = Some(reason);
+        self
+    }
+
+    /// Marks the failure ambiguous: the attempt may have taken effect (it timed out while
+    /// running). Retried only for idempotent operations.
+    #[must_use]
+    pub fn into_ambiguous(mut self) -> Self {
+        self.failure.verdict = Verdict::Ambiguous;
         self
     }
 
