@@ -12,14 +12,31 @@
 //! | `mysql_async` | `txretry::mysql_async` | mysql_async 0.37 |
 //! | `rusqlite` | `txretry::rusqlite` | rusqlite 0.39 (blocking) |
 //!
-//! Without a driver feature, the core still retries any operation whose error carries a
-//! recognisable message:
+//! The four things to know:
+//! - a **policy** ([`RetryPolicy`]) says how to retry: attempts, backoff, which kinds;
+//!   build it once and share it;
+//! - a **runner call** (`txretry::sqlx::transaction(&pool, &policy, async |tx| …)`, and
+//!   `transaction_with(…, &options, …)` with per-call [`TxOptions`]) runs your closure in a
+//!   fresh transaction per attempt, commits on `Ok`, rolls back on `Err`;
+//! - a **verdict** ([`Verdict`]) is what a failure means: transient (retried), ambiguous
+//!   (the commit may have landed: retried only for idempotent calls), permanent (yours:
+//!   returned once);
+//! - an **outcome** ([`Outcome`]) comes back with your own error in a [`TxError`]: the
+//!   verdict, the phase (body or commit), the attempts.
 //!
 //! ```
-//! use txretry::RetryPolicy;
+//! use txretry::{RetryPolicy, TransientKind, Verdict};
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! let policy = RetryPolicy::default(); // 2 attempts, 150 ms × N linear backoff
+//!
+//! // What the default classifier makes of a driver's message (no typed code here):
+//! let deadlock = std::io::Error::other("Deadlock found when trying to get lock");
+//! assert_eq!(txretry::classify(&deadlock).verdict, Verdict::Transient(TransientKind::Deadlock));
+//! let refused = std::io::Error::other("refund refused: customer reports a deadlock");
+//! assert_eq!(txretry::classify(&refused).verdict, Verdict::Permanent);
+//!
+//! // The same loop the runners use, around any operation:
 //! let mut attempts = 0;
 //! let result: Result<&str, std::io::Error> = policy
 //!     .run(async || {
@@ -36,9 +53,15 @@
 //!
 //! # Features
 //! Each driver feature adds a module with a `transaction` runner; see the README for a
-//! ten-line example per driver.
+//! ten-line example per driver and what a runner guarantees at the commit boundary.
 
-pub use txretry_core::*;
+pub use txretry_core::{
+    Admission, AsError, AttemptFailure, Backoff, Classification, Classifier, Code, ContentionKey,
+    Decision, GiveUpEvent, Isolation, Jitter, KeyEncoder, KeyHash, KindSet, MessageFallback,
+    Outcome, Phase, PolicyError, Profile, RetryEvent, RetryPolicy, RetryPolicyBuilder, Scope,
+    SqlState, SqliteBegin, StopReason, TransientKind, TxError, TxOptions, Verdict, classify,
+    default_verdict,
+};
 
 /// sqlx 0.9 (features `sqlx-postgres`, `sqlx-mysql`, `sqlx-sqlite`): error codes and
 /// retrying transaction runners.

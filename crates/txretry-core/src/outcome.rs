@@ -41,6 +41,15 @@ pub struct AttemptFailure {
 }
 
 impl AttemptFailure {
+    /// A failure with this verdict, code and phase.
+    pub const fn new(verdict: Verdict, code: Option<Code>, phase: Phase) -> Self {
+        AttemptFailure {
+            verdict,
+            code,
+            phase,
+        }
+    }
+
     /// The transient kind, if the failure was transient.
     pub fn kind(&self) -> Option<TransientKind> {
         self.verdict.kind()

@@ -259,6 +259,17 @@ impl<E> TxFailure<E> {
         failure
     }
 
+    /// A failure already judged elsewhere (an outer layer reusing the verdict a runner gave
+    /// up with, read from the [`Scope`]); the connection is not this layer's to discard.
+    pub fn judged_as(error: E, failure: AttemptFailure) -> Self {
+        TxFailure {
+            error,
+            failure,
+            broken: false,
+            stop: None,
+        }
+    }
+
     fn judged<V>(policy: &RetryPolicy, driver: CodeExtractor, error: E, phase: Phase) -> Self
     where
         E: AsError<V>,
