@@ -8,6 +8,9 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+mod proxy;
+pub use proxy::CommitFaultProxy;
+
 /// Whether a missing server must fail the test instead of skipping it.
 pub fn require_db() -> bool {
     std::env::var("TXRETRY_REQUIRE_DB").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
