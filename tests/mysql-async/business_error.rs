@@ -1,7 +1,8 @@
 //! A business error from the closure surfaces once, unchanged, and what the closure wrote
-//! before it is rolled back.
+//! before it is rolled back; the outcome says so (permanent, in the body, one attempt).
 
 use mysql_async::prelude::*;
+use txretry::{Classifier, KindSet, MessageFallback, Phase, StopReason, TxOptions, Verdict};
 
 use crate::common::*;
 
@@ -9,6 +10,8 @@ use crate::common::*;
 enum TransferError {
     #[error("insufficient funds: {0} available")]
     InsufficientFunds(i64),
+    #[error("transfer refused: the customer reports a Deadlock with their bank")]
+    Refused,
     #[error(transparent)]
     Db(#[from] mysql_async::Error),
 }
@@ -23,15 +26,16 @@ async fn business_error_runs_once_and_rolls_back() {
     let t = table("my_business");
     create_rows(&mut observer, &t, 1).await;
 
-    // Even a policy that retries every kind, ambiguous failures included, runs it once.
+    // Even a policy that retries every kind, on a call that retries ambiguous failures too,
+    // runs it once.
     let policy = txretry::RetryPolicy::builder()
         .max_attempts(5)
-        .retry_on(txretry::KindSet::ALL)
-        .idempotent(true)
+        .retry_on(KindSet::ALL)
         .build()
         .unwrap();
+    let options = TxOptions::new().idempotent(true);
     let mut attempts = 0;
-    let result = txretry::mysql_async::transaction(&pool, &policy, async |tx| {
+    let result = txretry::mysql_async::transaction_with(&pool, &policy, &options, async |tx| {
         attempts += 1;
         tx.query_drop(format!("UPDATE {t} SET v = v - 100 WHERE id = 1"))
             .await?;
@@ -46,20 +50,102 @@ async fn business_error_runs_once_and_rolls_back() {
     })
     .await;
 
+    let err = result.expect_err("insufficient funds");
     assert!(
-        matches!(result, Err(TransferError::InsufficientFunds(0))),
-        "{result:?}"
+        matches!(err.error(), TransferError::InsufficientFunds(0)),
+        "{err:?}"
     );
     assert_eq!(attempts, 1);
     assert_eq!(
-        txretry::classify(&result.unwrap_err()).verdict,
+        txretry::classify(err.error()).verdict,
         txretry::Verdict::Permanent
     );
+    assert_outcome(
+        &err,
+        Verdict::Permanent,
+        Phase::Body,
+        1,
+        StopReason::NotRetryable,
+    );
+    assert_eq!(err.outcome().code(), None);
     assert_eq!(
         value(&mut observer, &t, 1).await,
         0,
         "the UPDATE was rolled back"
     );
+    drop_tables(&mut observer, &[&t]).await;
+    drop(observer);
+    pool.disconnect().await.unwrap();
+}
+
+/// The closure's own error whose text mentions a deadlock (but is not MariaDB's phrase,
+/// "Deadlock found when trying to get lock") is a business outcome: the default message
+/// fallback matches only the drivers' exact phrases, so it runs once and is permanent. The
+/// old loose fallback ("deadlock" anywhere, any case) retried it until the attempts ran
+/// out; `MessageFallback::Loose` still does, which the end of the test shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn business_error_mentioning_deadlock_runs_once() {
+    let Some(url) = url("mysql_async::business_error_mentioning_deadlock") else {
+        return;
+    };
+    let pool = pool(&url);
+    let mut observer = pool.get_conn().await.unwrap();
+    let t = table("my_business_dl");
+    create_rows(&mut observer, &t, 1).await;
+
+    let (policy, seen) = recording(5);
+    let policy = policy.build().unwrap();
+    let mut attempts = 0;
+    let err = txretry::mysql_async::transaction(&pool, &policy, async |tx| {
+        attempts += 1;
+        tx.query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
+            .await?;
+        Err::<(), _>(TransferError::Refused)
+    })
+    .await
+    .expect_err("the business error");
+
+    assert!(matches!(err.error(), TransferError::Refused), "{err:?}");
+    assert!(err.to_string().contains("Deadlock"), "{err}");
+    assert_eq!(attempts, 1, "a business error is never retried");
+    assert!(retried(&seen).is_empty());
+    assert_outcome(
+        &err,
+        Verdict::Permanent,
+        Phase::Body,
+        1,
+        StopReason::NotRetryable,
+    );
+    assert_eq!(err.outcome().code(), None);
+    assert_eq!(value(&mut observer, &t, 1).await, 0, "rolled back");
+
+    // The test can fail: with the loose fallback the same error counts as a deadlock.
+    let loose = policy
+        .to_builder()
+        .classifier(Classifier::default().message_fallback(MessageFallback::Loose))
+        .build()
+        .unwrap();
+    let mut loose_attempts = 0;
+    let err = txretry::mysql_async::transaction(&pool, &loose, async |tx| {
+        loose_attempts += 1;
+        tx.query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
+            .await?;
+        Err::<(), _>(TransferError::Refused)
+    })
+    .await
+    .expect_err("the business error, five times");
+    assert_eq!(loose_attempts, 5);
+    assert_eq!(
+        err.outcome().verdict(),
+        Verdict::Transient(txretry::TransientKind::Deadlock)
+    );
+    assert_eq!(err.outcome().stop_reason(), StopReason::AttemptsExhausted);
+    assert_eq!(
+        value(&mut observer, &t, 1).await,
+        0,
+        "rolled back each time"
+    );
+
     drop_tables(&mut observer, &[&t]).await;
     drop(observer);
     pool.disconnect().await.unwrap();

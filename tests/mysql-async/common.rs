@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Pool};
-use txretry::{Backoff, Classification, RetryPolicy, RetryPolicyBuilder};
+use txretry::{
+    Backoff, Classification, Phase, RetryPolicy, RetryPolicyBuilder, StopReason, TxError, Verdict,
+};
 
 /// The server URL, or `None` when the test must skip (txretry-testkit printed why).
 pub fn url(test: &str) -> Option<String> {
@@ -15,6 +17,16 @@ pub fn url(test: &str) -> Option<String> {
 /// A pool of its own for one test.
 pub fn pool(url: &str) -> Pool {
     Pool::new(url)
+}
+
+/// A pool of its own holding exactly one connection, which it keeps when idle
+/// (`pool_min=1`: with a minimum of 0 mysql_async closes every returned connection) and
+/// does not reset between uses (`reset_connection=false`): the session a test leaves
+/// behind is the one the next caller gets, so a test can tell whether the runner pooled a
+/// connection or closed it.
+pub fn single_connection_pool(url: &str) -> Pool {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Pool::new(format!("{url}{sep}pool_min=1&pool_max=1&reset_connection=false").as_str())
 }
 
 /// The session's connection id (what `KILL` and `innodb_trx` name).
@@ -120,4 +132,50 @@ pub fn errno(err: &mysql_async::Error) -> Option<u16> {
         mysql_async::Error::Server(server) => Some(server.code),
         _ => None,
     }
+}
+
+/// Asserts how a runner call that failed went: the last verdict, where it failed, how many
+/// attempts ran, and why the loop stopped.
+#[track_caller]
+pub fn assert_outcome<E: std::fmt::Debug>(
+    err: &TxError<E>,
+    verdict: Verdict,
+    phase: Phase,
+    attempts: u32,
+    stop: StopReason,
+) {
+    let outcome = err.outcome();
+    assert_eq!(outcome.verdict(), verdict, "{err:?}");
+    assert_eq!(outcome.phase(), phase, "{err:?}");
+    assert_eq!(outcome.attempts(), attempts, "{err:?}");
+    assert_eq!(outcome.stop_reason(), stop, "{err:?}");
+    assert_eq!(
+        outcome.may_have_committed(),
+        verdict == Verdict::Ambiguous,
+        "{err:?}"
+    );
+}
+
+/// Whether session `id` still exists on the server (`information_schema.processlist`).
+pub async fn session_exists(observer: &mut Conn, id: u64) -> bool {
+    let n: Option<i64> = observer
+        .exec_first(
+            "SELECT count(*) FROM information_schema.processlist WHERE id = ?",
+            (id,),
+        )
+        .await
+        .expect("read processlist");
+    n == Some(1)
+}
+
+/// Waits until session `id` is gone from the server. Polls; panics after 30 s, so a
+/// connection that was pooled instead of closed fails the test instead of hanging it.
+pub async fn wait_until_session_gone(observer: &mut Conn, id: u64) {
+    for _ in 0..3000 {
+        if !session_exists(observer, id).await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("session {id} is still connected");
 }

@@ -3,7 +3,7 @@
 //! pool and retries on a fresh one; the default policy returns the error once.
 
 use mysql_async::prelude::*;
-use txretry::{Code, KindSet, RetryPolicy, TransientKind, Verdict};
+use txretry::{Code, KindSet, Phase, RetryPolicy, StopReason, TransientKind, Verdict};
 
 use crate::common::*;
 
@@ -65,7 +65,7 @@ async fn killed_connection_is_discarded_and_retried_when_opted_in() {
     .await
     .expect_err("the connection is gone");
     assert_eq!(attempts, 1);
-    let classification = txretry::classify(&err);
+    let classification = txretry::classify(err.error());
     assert_eq!(
         classification.verdict,
         Verdict::Transient(TransientKind::Connection),
@@ -73,6 +73,19 @@ async fn killed_connection_is_discarded_and_retried_when_opted_in() {
     );
     assert!(
         matches!(classification.code, Some(Code::Driver(_))),
+        "{err:?}"
+    );
+    // Recognised as a connection failure before COMMIT (nothing committed), not retried
+    // because the default policy does not opt in.
+    assert_outcome(
+        &err,
+        Verdict::Transient(TransientKind::Connection),
+        Phase::Body,
+        1,
+        StopReason::NotRetryable,
+    );
+    assert!(
+        matches!(err.outcome().code(), Some(Code::Driver(_))),
         "{err:?}"
     );
     assert_eq!(value(&mut observer, &t, 1).await, 2);

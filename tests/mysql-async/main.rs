@@ -1,15 +1,19 @@
 //! Integration tests of `txretry::mysql_async` against a real MySQL-protocol server
 //! (MariaDB here; `TXRETRY_MYSQL_URL`, see txretry-testkit). Every transient failure is
 //! provoked for real, with the sessions coordinated through channels and
-//! `information_schema.innodb_trx`, never by timing.
+//! `information_schema.processlist`, never by timing; a lost COMMIT answer comes from
+//! `txretry_testkit::CommitFaultProxy`.
 
 mod common;
 
 mod business_error;
+mod commit_boundary;
 mod connection_lost;
 mod contention;
 mod deadlock;
+mod discarded_connections;
 mod lock_wait_timeout;
 mod options;
 mod send_spawn;
+mod swallowed_deadlock;
 mod unique_violation;

@@ -16,7 +16,7 @@
 
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Transaction, TxOpts};
-use txretry::{Code, Isolation, RetryPolicy, TxOptions, Verdict};
+use txretry::{Code, Isolation, Phase, RetryPolicy, StopReason, TxOptions, Verdict};
 
 use crate::common::*;
 
@@ -173,10 +173,18 @@ async fn isolation_and_read_only_are_applied() {
     .await
     .expect_err("read-only");
     assert_eq!(attempts, 1);
-    assert_eq!(errno(&err), Some(1792));
-    let classification = txretry::classify(&err);
+    assert_eq!(errno(err.error()), Some(1792));
+    let classification = txretry::classify(err.error());
     assert_eq!(classification.verdict, Verdict::Permanent);
     assert_eq!(classification.code, Some(Code::MySql(1792)));
+    assert_outcome(
+        &err,
+        Verdict::Permanent,
+        Phase::Body,
+        1,
+        StopReason::NotRetryable,
+    );
+    assert_eq!(err.outcome().code(), Some(Code::MySql(1792)));
 
     dirty_tx.rollback().await.unwrap();
     drop(dirty);

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use mysql_async::Pool;
 use mysql_async::prelude::*;
-use txretry::RetryPolicy;
+use txretry::{RetryPolicy, TxError};
 
 use crate::common::*;
 
@@ -43,6 +44,72 @@ async fn runner_future_can_be_spawned() {
             .expect("each spawned transaction commits");
     }
     assert_eq!(value(&mut observer, &t, 1).await, 1 + 2 + 3 + 4);
+    drop_tables(&mut observer, &[&t]).await;
+    drop(observer);
+    pool.disconnect().await.unwrap();
+}
+
+/// A service struct holding the pool and the policy, as applications write it: its method
+/// runs the runner over `&self.pool` and `&self.policy`, with an `async move` closure over
+/// copied values, and the method's future is spawned from an `Arc` of the service. That it
+/// compiles is half the test (the runner's future borrows nothing of `self` but for the
+/// call); the other half is a real transfer.
+struct Bank {
+    pool: Pool,
+    policy: RetryPolicy,
+    accounts: Arc<str>,
+}
+
+impl Bank {
+    async fn transfer(
+        &self,
+        from: i32,
+        to: i32,
+        amount: i64,
+    ) -> Result<i64, TxError<mysql_async::Error>> {
+        let accounts = Arc::clone(&self.accounts);
+        txretry::mysql_async::transaction(&self.pool, &self.policy, async move |tx| {
+            let update = format!("UPDATE {accounts} SET v = v + ? WHERE id = ?");
+            tx.exec_drop(&update, (-amount, from)).await?;
+            tx.exec_drop(&update, (amount, to)).await?;
+            let left: Option<i64> = tx
+                .exec_first(format!("SELECT v FROM {accounts} WHERE id = ?"), (from,))
+                .await?;
+            Ok(left.unwrap_or_default())
+        })
+        .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_method_can_be_spawned() {
+    let Some(url) = url("mysql_async::send_spawn_service") else {
+        return;
+    };
+    let pool = pool(&url);
+    let mut observer = pool.get_conn().await.unwrap();
+    let t = table("my_bank");
+    create_rows(&mut observer, &t, 2).await;
+    observer
+        .query_drop(format!("UPDATE {t} SET v = 100 WHERE id = 1"))
+        .await
+        .unwrap();
+
+    let bank = Arc::new(Bank {
+        pool: pool.clone(),
+        policy: RetryPolicy::default(),
+        accounts: Arc::from(t.as_str()),
+    });
+    let task = {
+        let bank = Arc::clone(&bank);
+        tokio::spawn(assert_send(async move { bank.transfer(1, 2, 30).await }))
+    };
+    let left = task.await.unwrap().expect("the transfer commits");
+
+    assert_eq!(left, 70);
+    assert_eq!(value(&mut observer, &t, 1).await, 70);
+    assert_eq!(value(&mut observer, &t, 2).await, 30);
+    drop(bank);
     drop_tables(&mut observer, &[&t]).await;
     drop(observer);
     pool.disconnect().await.unwrap();

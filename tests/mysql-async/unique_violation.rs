@@ -1,7 +1,7 @@
 //! 1062 (duplicate entry) is permanent: it surfaces once, with its number.
 
 use mysql_async::prelude::*;
-use txretry::{Code, Verdict};
+use txretry::{Code, Phase, StopReason, Verdict};
 
 use crate::common::*;
 
@@ -30,10 +30,18 @@ async fn unique_violation_is_permanent() {
 
     assert_eq!(attempts, 1);
     assert!(retried(&seen).is_empty());
-    assert_eq!(errno(&err), Some(1062));
-    let classification = txretry::classify(&err);
+    assert_eq!(errno(err.error()), Some(1062));
+    let classification = txretry::classify(err.error());
     assert_eq!(classification.verdict, Verdict::Permanent);
     assert_eq!(classification.code, Some(Code::MySql(1062)));
+    assert_outcome(
+        &err,
+        Verdict::Permanent,
+        Phase::Body,
+        1,
+        StopReason::NotRetryable,
+    );
+    assert_eq!(err.outcome().code(), Some(Code::MySql(1062)));
     assert_eq!(
         count(&mut observer, &t).await,
         1,

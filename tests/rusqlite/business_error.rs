@@ -1,11 +1,13 @@
 //! A business error returned by the closure is rolled back and returned once, unchanged,
-//! whatever error type carries it.
+//! whatever error type carries it; the outcome says so (permanent, in the body, one attempt).
 
 use std::time::Duration;
 
-use txretry::{Backoff, RetryPolicy};
+use txretry::{
+    Backoff, Classifier, MessageFallback, Phase, RetryPolicy, StopReason, TxError, Verdict,
+};
 
-use crate::common::Db;
+use crate::common::{Db, assert_outcome};
 
 #[derive(Debug, thiserror::Error)]
 enum OrderError {
@@ -36,18 +38,34 @@ fn audit_rows(conn: &rusqlite::Connection) -> i64 {
         .unwrap()
 }
 
+/// Returned once, permanent, from the closure.
+#[track_caller]
+fn assert_once<E: std::fmt::Debug>(err: &TxError<E>) {
+    assert_outcome(
+        err,
+        Verdict::Permanent,
+        Phase::Body,
+        1,
+        StopReason::NotRetryable,
+    );
+    assert_eq!(err.outcome().code(), None, "{err:?}");
+}
+
 #[test]
 fn a_thiserror_business_error_runs_once_and_is_rolled_back() {
     let db = Db::wal();
     let mut conn = setup(&db);
     let mut calls = 0;
-    let result: Result<(), OrderError> =
+    let result: Result<(), TxError<OrderError>> =
         txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
             calls += 1;
             tx.execute("INSERT INTO audit (note) VALUES ('looked up order 7')", [])?;
             Err(OrderError::NotFound(7))
         });
-    assert!(matches!(result, Err(OrderError::NotFound(7))), "{result:?}");
+    let err = result.expect_err("the business error");
+    assert!(matches!(err.error(), OrderError::NotFound(7)), "{err:?}");
+    assert_once(&err);
+    assert!(matches!(err.into_error(), OrderError::NotFound(7)));
     assert_eq!(calls, 1);
     assert_eq!(audit_rows(&conn), 0, "the insert was rolled back");
     assert!(conn.is_autocommit());
@@ -59,13 +77,20 @@ fn an_anyhow_business_error_runs_once() {
     let db = Db::wal();
     let mut conn = setup(&db);
     let mut calls = 0;
-    let result: Result<(), anyhow::Error> =
+    let result: Result<(), TxError<anyhow::Error>> =
         txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
             calls += 1;
             tx.execute("INSERT INTO audit (note) VALUES ('x')", [])?;
             anyhow::bail!("customer 42 is suspended")
         });
-    assert_eq!(result.unwrap_err().to_string(), "customer 42 is suspended");
+    let err = result.unwrap_err();
+    assert_eq!(err.error().to_string(), "customer 42 is suspended");
+    assert_eq!(
+        err.to_string(),
+        "customer 42 is suspended",
+        "TxError shows E"
+    );
+    assert_once(&err);
     assert_eq!(calls, 1);
     assert_eq!(audit_rows(&conn), 0);
 }
@@ -75,13 +100,15 @@ fn a_boxed_business_error_runs_once() {
     let db = Db::wal();
     let mut conn = setup(&db);
     let mut calls = 0;
-    let result: Result<(), Box<dyn std::error::Error + Send + Sync>> =
+    let result: Result<(), TxError<Box<dyn std::error::Error + Send + Sync>>> =
         txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
             calls += 1;
             tx.execute("INSERT INTO audit (note) VALUES ('x')", [])?;
             Err("out of stock".into())
         });
-    assert_eq!(result.unwrap_err().to_string(), "out of stock");
+    let err = result.unwrap_err();
+    assert_eq!(err.error().to_string(), "out of stock");
+    assert_once(&err);
     assert_eq!(calls, 1);
     assert_eq!(audit_rows(&conn), 0);
 }
@@ -92,14 +119,76 @@ fn query_returned_no_rows_runs_once() {
     let db = Db::wal();
     let mut conn = setup(&db);
     let mut calls = 0;
-    let result: Result<String, rusqlite::Error> =
+    let result: Result<String, TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
             calls += 1;
             tx.query_row("SELECT note FROM audit WHERE id = 99", [], |r| r.get(0))
         });
+    let err = result.expect_err("no row");
     assert!(
-        matches!(result, Err(rusqlite::Error::QueryReturnedNoRows)),
-        "{result:?}"
+        matches!(err.error(), rusqlite::Error::QueryReturnedNoRows),
+        "{err:?}"
     );
+    assert_once(&err);
     assert_eq!(calls, 1);
+}
+
+/// The closure's own error whose text mentions a deadlock (but is no driver's phrase) is a
+/// business outcome: the default message fallback matches only the drivers' exact phrases,
+/// so it runs once and is permanent. (The old loose fallback, "deadlock" anywhere in any
+/// case, retried it until the attempts ran out; `MessageFallback::Loose` still does, which
+/// the second half shows: the same closure, opted in, runs five times.)
+#[test]
+fn business_error_mentioning_deadlock_runs_once() {
+    #[derive(Debug, thiserror::Error)]
+    enum RefundError {
+        #[error("refund refused: customer reports a Deadlock at checkout")]
+        Refused,
+        #[error(transparent)]
+        Db(#[from] rusqlite::Error),
+    }
+
+    let db = Db::wal();
+    let mut conn = setup(&db);
+    let five = RetryPolicy::builder()
+        .max_attempts(5)
+        .backoff(Backoff::Constant(Duration::ZERO))
+        .build()
+        .unwrap();
+    let mut calls = 0;
+    let result: Result<(), TxError<RefundError>> =
+        txretry::rusqlite::transaction(&mut conn, &five, |tx| {
+            calls += 1;
+            tx.execute("INSERT INTO audit (note) VALUES ('refund 9')", [])?;
+            Err(RefundError::Refused)
+        });
+    let err = result.expect_err("the business error");
+    assert!(matches!(err.error(), RefundError::Refused), "{err:?}");
+    assert!(err.to_string().contains("Deadlock"), "{err}");
+    assert_eq!(calls, 1, "a business error is never retried");
+    assert_once(&err);
+    assert_eq!(audit_rows(&conn), 0, "the insert was rolled back");
+    assert!(conn.is_autocommit());
+
+    // The test can fail: under the loose fallback the same error counts as a deadlock.
+    let loose = five
+        .to_builder()
+        .classifier(Classifier::default().message_fallback(MessageFallback::Loose))
+        .build()
+        .unwrap();
+    let mut loose_calls = 0;
+    let err = txretry::rusqlite::transaction(&mut conn, &loose, |tx| {
+        loose_calls += 1;
+        tx.execute("INSERT INTO audit (note) VALUES ('refund 9')", [])?;
+        Err::<(), _>(RefundError::Refused)
+    })
+    .expect_err("the business error, five times");
+    assert_eq!(loose_calls, 5);
+    assert_eq!(
+        err.outcome().verdict(),
+        Verdict::Transient(txretry::TransientKind::Deadlock)
+    );
+    assert_eq!(err.outcome().attempts(), 5);
+    assert_eq!(err.outcome().stop_reason(), StopReason::AttemptsExhausted);
+    assert_eq!(audit_rows(&conn), 0);
 }

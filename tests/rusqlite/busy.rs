@@ -6,9 +6,11 @@ use std::sync::Mutex;
 use std::sync::mpsc;
 use std::thread;
 
-use txretry::{Code, RetryPolicy, SqliteBegin, TransientKind, TxOptions, Verdict};
+use txretry::{
+    Code, Phase, RetryPolicy, SqliteBegin, StopReason, TransientKind, TxError, TxOptions, Verdict,
+};
 
-use crate::common::{Db, events, recording_policy, sqlite_code};
+use crate::common::{Db, assert_outcome, events, recording_policy, sqlite_code};
 
 const BUSY: Verdict = Verdict::Transient(TransientKind::Busy);
 
@@ -85,7 +87,7 @@ fn the_runner_retries_busy_at_begin_until_the_other_writer_commits() {
 
     let mut b = db.open();
     let mut calls = 0;
-    let rows: Result<i64, rusqlite::Error> =
+    let rows: Result<i64, TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction(&mut b, &policy, |tx| {
             calls += 1;
             tx.execute("INSERT INTO item VALUES (2, 'b')", [])?;
@@ -129,7 +131,7 @@ fn the_runner_retries_busy_inside_the_closure() {
     let mut b = db.open();
     let mut calls = 0;
     let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
-    let done: Result<(), rusqlite::Error> =
+    let done: Result<(), TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction_with(&mut b, &policy, &deferred, |tx| {
             calls += 1;
             tx.execute("INSERT INTO item VALUES (2, 'b')", [])?;
@@ -161,14 +163,17 @@ fn without_retries_the_busy_error_comes_back_unchanged() {
 
     let mut b = db.open();
     let mut calls = 0;
-    let result: Result<(), rusqlite::Error> =
+    let result: Result<(), TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction(&mut b, &RetryPolicy::disabled(), |_tx| {
             calls += 1;
             Ok(())
         });
     let err = result.expect_err("A holds the write lock");
-    assert_eq!(sqlite_code(&err), Some(5), "{err:?}");
-    assert!(matches!(err, rusqlite::Error::SqliteFailure(..)));
+    assert_eq!(sqlite_code(err.error()), Some(5), "{err:?}");
+    assert!(matches!(err.error(), rusqlite::Error::SqliteFailure(..)));
+    // Recognised as busy at BEGIN; one attempt was all the policy allowed.
+    assert_outcome(&err, BUSY, Phase::Body, 1, StopReason::AttemptsExhausted);
+    assert_eq!(err.outcome().code(), Some(Code::Sqlite(5)));
     assert_eq!(calls, 0);
     assert!(b.is_autocommit());
 

@@ -59,7 +59,7 @@ fn the_runner_restarts_a_transaction_whose_snapshot_went_stale() {
 
     let mut reads = Vec::new();
     let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
-    let result: Result<i64, rusqlite::Error> =
+    let result: Result<i64, txretry::TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction_with(&mut a, &policy, &deferred, |tx| {
             let n: i64 = tx.query_row("SELECT n FROM counter WHERE id = 1", [], |r| r.get(0))?;
             reads.push(n);

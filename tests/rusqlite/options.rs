@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use rusqlite::Connection;
-use txretry::{Backoff, Isolation, RetryPolicy, SqliteBegin, TxOptions};
+use txretry::{Backoff, Isolation, RetryPolicy, SqliteBegin, TxError, TxOptions};
 
 use crate::common::{Db, sqlite_code};
 
@@ -16,7 +16,7 @@ fn once() -> RetryPolicy {
 fn other_can_write_during(db: &Db, options: &TxOptions) -> Result<(), i32> {
     let mut conn = db.open();
     let other = db.open();
-    let result: Result<Result<(), i32>, rusqlite::Error> =
+    let result: Result<Result<(), i32>, TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction_with(&mut conn, &once(), options, |_tx| {
             let probe = other.execute_batch("BEGIN IMMEDIATE");
             Ok(match probe {
@@ -53,7 +53,7 @@ fn exclusive_keeps_readers_out_in_rollback_journal_mode() {
     let read = |options: &TxOptions| -> Result<i64, i32> {
         let mut conn = db.open();
         let other: Connection = db.open();
-        let result: Result<Result<i64, i32>, rusqlite::Error> =
+        let result: Result<Result<i64, i32>, TxError<rusqlite::Error>> =
             txretry::rusqlite::transaction_with(&mut conn, &once(), options, |_tx| {
                 Ok(other
                     .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
@@ -82,7 +82,7 @@ fn isolation_is_ignored() {
         .backoff(Backoff::Constant(Duration::ZERO))
         .build()
         .unwrap();
-    let n: Result<i64, rusqlite::Error> =
+    let n: Result<i64, TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction_with(&mut conn, &policy, &options, |tx| {
             tx.query_row("SELECT 1", [], |r| r.get(0))
         });

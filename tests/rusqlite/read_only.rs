@@ -4,9 +4,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use rusqlite::Connection;
-use txretry::{Backoff, Code, RetryPolicy, TxOptions, Verdict};
+use txretry::{Backoff, Code, Phase, RetryPolicy, StopReason, TxError, TxOptions, Verdict};
 
-use crate::common::{Db, sqlite_code};
+use crate::common::{Db, assert_outcome, sqlite_code};
 
 /// SQLITE_READONLY.
 const READONLY: i32 = 8;
@@ -46,17 +46,25 @@ fn a_write_in_a_read_only_transaction_fails_once_as_permanent() {
     let read_only = TxOptions::new().read_only(true);
 
     let mut calls = 0;
-    let result: Result<usize, rusqlite::Error> =
+    let result: Result<usize, TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction_with(&mut conn, &eager_policy(), &read_only, |tx| {
             calls += 1;
             tx.execute("INSERT INTO note (body) VALUES ('nope')", [])
         });
 
     let err = result.expect_err("query_only refuses writes");
-    assert_eq!(sqlite_code(&err), Some(READONLY), "{err:?}");
-    let found = txretry::classify(&err);
+    assert_eq!(sqlite_code(err.error()), Some(READONLY), "{err:?}");
+    let found = txretry::classify(err.error());
     assert_eq!(found.verdict, Verdict::Permanent);
     assert_eq!(found.code, Some(Code::Sqlite(READONLY)));
+    assert_outcome(
+        &err,
+        Verdict::Permanent,
+        Phase::Body,
+        1,
+        StopReason::NotRetryable,
+    );
+    assert_eq!(err.outcome().code(), Some(Code::Sqlite(READONLY)));
     assert_eq!(calls, 1);
 
     // Restored after the error: the connection writes again outside the runner.
@@ -72,7 +80,7 @@ fn a_read_only_transaction_reads_and_then_the_connection_writes_again() {
     let db = Db::wal();
     let mut conn = setup(&db);
     let read_only = TxOptions::new().read_only(true);
-    let body: Result<String, rusqlite::Error> =
+    let body: Result<String, TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction_with(&mut conn, &eager_policy(), &read_only, |tx| {
             assert!(query_only(tx), "query_only is on inside the transaction");
             tx.query_row("SELECT body FROM note WHERE id = 1", [], |r| r.get(0))
@@ -81,7 +89,7 @@ fn a_read_only_transaction_reads_and_then_the_connection_writes_again() {
     assert!(!query_only(&conn));
 
     // A read-write transaction on the same connection is unaffected.
-    let done: Result<usize, rusqlite::Error> =
+    let done: Result<usize, TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
             tx.execute("INSERT INTO note (body) VALUES ('rw')", [])
         });
@@ -98,7 +106,7 @@ fn a_read_only_transaction_does_not_take_the_write_lock() {
     let read_only = TxOptions::new()
         .read_only(true)
         .sqlite_begin(txretry::SqliteBegin::Exclusive);
-    let seen: Result<(i64, i64), rusqlite::Error> =
+    let seen: Result<(i64, i64), TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction_with(&mut conn, &eager_policy(), &read_only, |tx| {
             let before = notes(tx);
             other.execute("INSERT INTO note (body) VALUES ('concurrent')", [])?;
@@ -119,7 +127,7 @@ fn query_only_already_on_stays_on() {
     let mut conn = setup(&db);
     conn.execute_batch("PRAGMA query_only = ON").unwrap();
     let read_only = TxOptions::new().read_only(true);
-    let n: Result<i64, rusqlite::Error> =
+    let n: Result<i64, TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction_with(&mut conn, &eager_policy(), &read_only, |tx| {
             Ok(notes(tx))
         });
@@ -135,7 +143,7 @@ fn a_panicking_closure_leaves_the_connection_clean() {
     let mut conn = setup(&db);
     let read_only = TxOptions::new().read_only(true);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let _: Result<(), rusqlite::Error> =
+        let _: Result<(), TxError<rusqlite::Error>> =
             txretry::rusqlite::transaction_with(&mut conn, &eager_policy(), &read_only, |_tx| {
                 panic!("bug in the closure")
             });

@@ -14,7 +14,7 @@ async fn the_runner_runs_inside_spawn_blocking() {
     let policy = RetryPolicy::default();
 
     let task = tokio::task::spawn_blocking(move || {
-        let result: Result<i64, rusqlite::Error> =
+        let result: Result<i64, txretry::TxError<rusqlite::Error>> =
             txretry::rusqlite::transaction(&mut conn, &policy, |tx| {
                 tx.execute("INSERT INTO t VALUES (1)", [])?;
                 tx.query_row("SELECT count(*) FROM t", [], |r| r.get(0))

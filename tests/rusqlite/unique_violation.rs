@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use txretry::{Backoff, Code, RetryPolicy, Verdict};
+use txretry::{Backoff, Code, Phase, RetryPolicy, StopReason, TxError, Verdict};
 
-use crate::common::{Db, sqlite_code};
+use crate::common::{Db, assert_outcome, sqlite_code};
 
 /// SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY, SQLITE_CONSTRAINT_TRIGGER.
 const UNIQUE: i32 = 2067;
@@ -46,7 +46,7 @@ fn the_runner_returns_a_unique_violation_once_and_rolls_back() {
     let db = Db::wal();
     let mut conn = setup(&db);
     let mut calls = 0;
-    let result: Result<(), rusqlite::Error> =
+    let result: Result<(), TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
             calls += 1;
             tx.execute("INSERT INTO user (email) VALUES ('grace@example.com')", [])?;
@@ -54,7 +54,15 @@ fn the_runner_returns_a_unique_violation_once_and_rolls_back() {
             Ok(())
         });
     let err = result.expect_err("duplicate email");
-    assert_eq!(sqlite_code(&err), Some(UNIQUE));
+    assert_eq!(sqlite_code(err.error()), Some(UNIQUE));
+    assert_outcome(
+        &err,
+        Verdict::Permanent,
+        Phase::Body,
+        1,
+        StopReason::NotRetryable,
+    );
+    assert_eq!(err.outcome().code(), Some(Code::Sqlite(UNIQUE)));
     assert_eq!(calls, 1);
     let n: i64 = conn
         .query_row("SELECT count(*) FROM user", [], |r| r.get(0))
@@ -86,12 +94,22 @@ fn a_trigger_raising_deadlock_is_permanent() {
     assert_eq!(found.code, Some(Code::Sqlite(TRIGGER)));
 
     let mut calls = 0;
-    let result: Result<(), rusqlite::Error> =
+    let result: Result<(), TxError<rusqlite::Error>> =
         txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
             calls += 1;
             tx.execute("INSERT INTO user (email) VALUES ('bot2@example.com')", [])?;
             Ok(())
         });
-    assert_eq!(result.map_err(|e| sqlite_code(&e)), Err(Some(TRIGGER)));
+    let err = result.expect_err("the trigger aborts");
+    assert_eq!(sqlite_code(err.error()), Some(TRIGGER));
+    assert!(err.to_string().contains("deadlock"), "{err}");
+    assert_outcome(
+        &err,
+        Verdict::Permanent,
+        Phase::Body,
+        1,
+        StopReason::NotRetryable,
+    );
+    assert_eq!(err.outcome().code(), Some(Code::Sqlite(TRIGGER)));
     assert_eq!(calls, 1);
 }

@@ -5,7 +5,7 @@
 use sqlx::MySqlConnection;
 use txretry::{Code, Isolation, RetryPolicy, TxOptions, Verdict};
 
-use crate::common::{connect, drop_table, exec, setup, sql, table};
+use crate::common::{assert_permanent_once, connect, drop_table, errno, exec, setup, sql, table};
 
 /// The isolation level in force in `tx`, told apart by what it sees and locks, and whether
 /// it is read-only. `other` is a second session.
@@ -159,12 +159,15 @@ async fn write_in_read_only_transaction_is_permanent() {
         .await
         .unwrap_err();
     assert_eq!(calls, 1);
-    let c = txretry::classify(&err);
+    assert_eq!(errno(err.error()), Some(1792), "{err:?}");
+    let c = txretry::classify(err.error());
     assert_eq!(c.verdict, Verdict::Permanent);
     assert_eq!(
         c.code,
         Some(Code::MySql(1792)),
         "ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: {err}"
     );
+    assert_permanent_once(err.outcome());
+    assert_eq!(err.outcome().code(), Some(Code::MySql(1792)));
     drop_table(&pool, &t).await;
 }

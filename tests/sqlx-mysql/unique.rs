@@ -4,7 +4,7 @@ use std::error::Error;
 
 use txretry::{Code, Verdict};
 
-use crate::common::{Seen, drop_table, exec, policy, setup, sql, table};
+use crate::common::{Seen, assert_permanent_once, drop_table, exec, policy, setup, sql, table};
 
 #[tokio::test]
 async fn unique_violation_is_permanent() {
@@ -37,6 +37,9 @@ async fn unique_violation_is_permanent() {
 
     assert_eq!(calls, 1);
     assert!(seen.all().is_empty());
+    assert_permanent_once(err.outcome());
+    assert_eq!(err.outcome().code(), Some(Code::MySql(1062)), "{err:?}");
+    let err = err.into_error();
     let c = txretry::classify(&*err);
     assert_eq!(c.verdict, Verdict::Permanent);
     assert_eq!(c.code, Some(Code::MySql(1062)), "{err}");

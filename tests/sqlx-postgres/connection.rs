@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use txretry::{Backoff, KindSet, RetryPolicy, TransientKind, Verdict};
+use txretry::{Backoff, KindSet, Phase, RetryPolicy, StopReason, TransientKind, Verdict};
 
-use crate::common::{drop_table, exec, setup, sql, sqlstate, table, within};
+use crate::common::{code_of, drop_table, exec, setup, sql, sqlstate, table, within};
 
 #[tokio::test]
 async fn terminated_session_is_discarded_and_retried_when_opted_in() {
@@ -71,9 +71,21 @@ async fn terminated_session_is_discarded_and_retried_when_opted_in() {
     .await
     .unwrap_err();
     assert_eq!(calls, 1);
+    assert_eq!(code_of(err.error()).as_deref(), Some("57P01"), "{err:?}");
     assert_eq!(
-        txretry::classify(&err).verdict,
+        txretry::classify(err.error()).verdict,
         Verdict::Transient(TransientKind::Connection)
     );
+    let outcome = err.outcome();
+    assert_eq!(
+        outcome.verdict(),
+        Verdict::Transient(TransientKind::Connection),
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.code(), sqlstate("57P01"));
+    assert_eq!(outcome.phase(), Phase::Body, "the COMMIT was never sent");
+    assert_eq!(outcome.attempts(), 1);
+    assert_eq!(outcome.stop_reason(), StopReason::NotRetryable);
+    assert!(!outcome.may_have_committed());
     drop_table(&pool, &t).await;
 }

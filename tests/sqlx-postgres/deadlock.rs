@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::Barrier;
+use tokio::sync::{Barrier, Semaphore};
 use txretry::{TransientKind, Verdict};
 
 use crate::common::{Seen, drop_table, exec, policy, setup, sql, sqlstate, table, within};
@@ -19,14 +19,22 @@ async fn opposite_order_updates_deadlock_and_the_victim_is_retried() {
     let seen = Seen::default();
     let policy = policy(5, &seen);
     let barrier = Arc::new(Barrier::new(2));
+    // Set once the survivor holds both rows. The victim's retry waits for it: a retry that
+    // ran at once could take its first row back while the survivor, whose lock wait the
+    // victim's abort just ended, has not woken yet, and deadlock with it a second time.
+    let survivor_holds_both = Arc::new(Semaphore::new(0));
     let side = |first: i32, second: i32, add: i32| {
-        let (t, barrier) = (t.clone(), barrier.clone());
+        let (t, barrier, survivor_holds_both) =
+            (t.clone(), barrier.clone(), survivor_holds_both.clone());
         let mut attempt = 0;
         tokio::spawn(txretry::sqlx::transaction(
             &pool,
             &policy,
             async move |tx| {
                 attempt += 1;
+                if attempt > 1 {
+                    let _ = survivor_holds_both.acquire().await;
+                }
                 // Detect the deadlock after 100 ms instead of the default 1 s.
                 sqlx::query("SET LOCAL deadlock_timeout = '100ms'")
                     .execute(&mut **tx)
@@ -46,6 +54,9 @@ async fn opposite_order_updates_deadlock_and_the_victim_is_retried() {
                     .bind(second)
                     .execute(&mut **tx)
                     .await?;
+                if attempt == 1 {
+                    survivor_holds_both.add_permits(1);
+                }
                 Ok::<_, sqlx::Error>(attempt)
             },
         ))
@@ -54,8 +65,8 @@ async fn opposite_order_updates_deadlock_and_the_victim_is_retried() {
     let (a, b) = within(async { (a.await.unwrap().unwrap(), b.await.unwrap().unwrap()) }).await;
 
     // Exactly one victim, retried once.
-    assert_eq!(a + b, 3, "attempts: {a} and {b}");
     let seen = seen.all();
+    assert_eq!(a + b, 3, "attempts: {a} and {b}; retried: {seen:?}");
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(
         seen[0].1.verdict,

@@ -3,7 +3,7 @@
 
 use txretry::{Isolation, RetryPolicy, TxOptions, Verdict};
 
-use crate::common::{drop_table, exec, setup, sql, sqlstate, table};
+use crate::common::{assert_permanent_once, drop_table, exec, setup, sql, sqlstate, table};
 
 async fn show(options: Option<&TxOptions>, pool: &sqlx::PgPool) -> (String, String) {
     let policy = RetryPolicy::disabled();
@@ -89,12 +89,14 @@ async fn write_in_read_only_transaction_is_permanent() {
         .await
         .unwrap_err();
     assert_eq!(calls, 1);
-    let c = txretry::classify(&err);
+    let c = txretry::classify(err.error());
     assert_eq!(c.verdict, Verdict::Permanent);
     assert_eq!(
         c.code,
         sqlstate("25006"),
         "read_only_sql_transaction: {err}"
     );
+    assert_permanent_once(err.outcome());
+    assert_eq!(err.outcome().code(), sqlstate("25006"));
     drop_table(&pool, &t).await;
 }

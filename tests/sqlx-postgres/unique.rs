@@ -2,7 +2,9 @@
 
 use txretry::Verdict;
 
-use crate::common::{Seen, drop_table, exec, policy, setup, sql, sqlstate, table};
+use crate::common::{
+    Seen, assert_permanent_once, drop_table, exec, policy, setup, sql, sqlstate, table,
+};
 
 #[tokio::test]
 async fn unique_violation_is_permanent() {
@@ -30,6 +32,9 @@ async fn unique_violation_is_permanent() {
 
     assert_eq!(calls, 1);
     assert!(seen.all().is_empty());
+    assert_permanent_once(err.outcome());
+    assert_eq!(err.outcome().code(), sqlstate("23505"), "{err:?}");
+    let err = err.into_error();
     let c = txretry::classify(err.as_ref());
     assert_eq!(c.verdict, Verdict::Permanent);
     assert_eq!(c.code, sqlstate("23505"), "{err}");

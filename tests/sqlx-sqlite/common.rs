@@ -9,7 +9,10 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, SqliteConnection};
 use tokio::sync::Notify;
-use txretry::{Backoff, Classification, Jitter, RetryEvent, RetryPolicy};
+use txretry::{
+    Backoff, Classification, Code, Jitter, Outcome, Phase, RetryEvent, RetryPolicy, StopReason,
+    Verdict,
+};
 
 /// A database file in its own temp directory (removed on drop), in WAL mode.
 ///
@@ -121,4 +124,24 @@ pub async fn within<T>(fut: impl Future<Output = T>) -> T {
 /// Runs raw SQL on a plain connection (the "other" session).
 pub async fn exec(conn: &mut SqliteConnection, sql: &'static str) {
     sqlx::raw_sql(sql).execute(conn).await.unwrap();
+}
+
+/// The outcome of a failure that is the caller's to handle: permanent, before COMMIT, on
+/// the first attempt, never a message match, certainly not committed.
+#[track_caller]
+pub fn assert_permanent_once(outcome: &Outcome) {
+    assert_eq!(outcome.verdict(), Verdict::Permanent, "{outcome:?}");
+    assert_eq!(outcome.phase(), Phase::Body, "{outcome:?}");
+    assert_eq!(outcome.attempts(), 1, "{outcome:?}");
+    assert_eq!(outcome.history().len(), 1, "{outcome:?}");
+    assert_eq!(
+        outcome.stop_reason(),
+        StopReason::NotRetryable,
+        "{outcome:?}"
+    );
+    assert!(!outcome.may_have_committed(), "{outcome:?}");
+    assert!(
+        !matches!(outcome.code(), Some(Code::Message(_))),
+        "not a message match: {outcome:?}"
+    );
 }

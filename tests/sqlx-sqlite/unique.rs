@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use txretry::{Code, Verdict};
 
-use crate::common::{Seen, TempDb, policy};
+use crate::common::{Seen, TempDb, assert_permanent_once, policy};
 
 #[tokio::test]
 async fn unique_violation_is_permanent() {
@@ -28,6 +28,9 @@ async fn unique_violation_is_permanent() {
 
     assert_eq!(calls, 1);
     assert!(seen.all().is_empty());
+    assert_permanent_once(err.outcome());
+    assert_eq!(err.outcome().code(), Some(Code::Sqlite(2067)), "{err:?}");
+    let err = err.into_error();
     let c = txretry::classify(err.as_ref());
     assert_eq!(c.verdict, Verdict::Permanent);
     assert_eq!(

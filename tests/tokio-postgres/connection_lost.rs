@@ -2,7 +2,7 @@
 //! another connection on the caller's client, so it returns the error at once, even under a
 //! policy that retries connection failures, and the client reports itself closed.
 
-use txretry::{Code, KindSet, TransientKind, Verdict};
+use txretry::{Code, KindSet, Phase, StopReason, TransientKind, Verdict};
 
 use crate::common::*;
 
@@ -40,11 +40,7 @@ async fn connection_failure_is_returned_without_retry() {
         retried(&seen).is_empty(),
         "not even a BEGIN on the closed client was tried"
     );
-    assert!(
-        retried(&seen).is_empty(),
-        "not even a BEGIN on the closed client was tried"
-    );
-    let classification = txretry::classify(&err);
+    let classification = txretry::classify(err.error());
     assert_eq!(
         classification.verdict,
         Verdict::Transient(TransientKind::Connection),
@@ -56,6 +52,15 @@ async fn connection_failure_is_returned_without_retry() {
             || classification.code == Some(sqlstate("57P01")),
         "{err:?}"
     );
+    // The runner judged it the same way, in the body, and stopped because its one client
+    // is gone — not because the policy refused.
+    let outcome = err.outcome();
+    assert_eq!(outcome.verdict(), classification.verdict, "{outcome:?}");
+    assert_eq!(outcome.code(), classification.code, "{outcome:?}");
+    assert_eq!(outcome.phase(), Phase::Body);
+    assert_eq!(outcome.attempts(), 1);
+    assert_eq!(outcome.stop_reason(), StopReason::ConnectionUnusable);
+    assert!(!outcome.may_have_committed(), "COMMIT was never sent");
     // The connection task may still be winding down when the error arrives.
     for _ in 0..500 {
         if client.is_closed() {

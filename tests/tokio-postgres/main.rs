@@ -6,12 +6,17 @@
 mod common;
 
 mod business_error;
+mod commit_fault;
+mod commit_terminated;
 mod connection_lost;
 mod contention;
 mod deadlock;
+mod deferred_constraint;
 mod lock_timeout;
 mod options;
 mod raise_exception;
 mod send_spawn;
 mod serialization;
+mod service_spawn;
+mod swallowed_error;
 mod unique_violation;

@@ -1,7 +1,7 @@
 //! `transaction_with` begins every attempt with the isolation level and access mode asked
 //! for; the default options leave the server's defaults.
 
-use txretry::{Isolation, RetryPolicy, TxOptions, Verdict};
+use txretry::{Isolation, Phase, RetryPolicy, StopReason, TxOptions, Verdict};
 
 use crate::common::*;
 
@@ -81,9 +81,15 @@ async fn isolation_and_read_only_are_applied() {
     .expect_err("read-only");
     assert_eq!(attempts, 1);
     assert_eq!(
-        err.code(),
+        err.error().code(),
         Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
     );
-    assert_eq!(txretry::classify(&err).verdict, Verdict::Permanent);
+    assert_eq!(txretry::classify(err.error()).verdict, Verdict::Permanent);
+    let outcome = err.outcome();
+    assert_eq!(outcome.verdict(), Verdict::Permanent, "{outcome:?}");
+    assert_eq!(outcome.code(), Some(sqlstate("25006")));
+    assert_eq!(outcome.phase(), Phase::Body);
+    assert_eq!(outcome.attempts(), 1);
+    assert_eq!(outcome.stop_reason(), StopReason::NotRetryable);
     drop_tables(&client, &[&t]).await;
 }

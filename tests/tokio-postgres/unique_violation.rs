@@ -1,6 +1,6 @@
 //! 23505 unique_violation is permanent: it surfaces once, with its code.
 
-use txretry::Verdict;
+use txretry::{Phase, StopReason, Verdict};
 
 use crate::common::*;
 
@@ -29,12 +29,18 @@ async fn unique_violation_is_permanent() {
     assert_eq!(attempts, 1);
     assert!(retried(&seen).is_empty());
     assert_eq!(
-        err.code(),
+        err.error().code(),
         Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
     );
-    let classification = txretry::classify(&err);
+    let classification = txretry::classify(err.error());
     assert_eq!(classification.verdict, Verdict::Permanent);
     assert_eq!(classification.code, Some(sqlstate("23505")));
+    let outcome = err.outcome();
+    assert_eq!(outcome.verdict(), Verdict::Permanent, "{outcome:?}");
+    assert_eq!(outcome.code(), Some(sqlstate("23505")));
+    assert_eq!(outcome.phase(), Phase::Body);
+    assert_eq!(outcome.attempts(), 1);
+    assert_eq!(outcome.stop_reason(), StopReason::NotRetryable);
     let rows: i64 = client
         .query_one(&format!("SELECT count(*) FROM {t}"), &[])
         .await

@@ -27,7 +27,7 @@ code and are permanent.
 for every attempt.
 
 ```no_run
-use txretry_core::RetryPolicy;
+use txretry_core::{RetryPolicy, TxError};
 use mysql_async::prelude::*;
 
 # async fn demo() -> Result<(), mysql_async::Error> {
@@ -37,7 +37,10 @@ txretry_mysql_async::transaction(&pool, &policy, async |tx| {
     tx.query_drop("UPDATE accounts SET balance = balance - 10 WHERE id = 1").await?;
     tx.query_drop("UPDATE accounts SET balance = balance + 10 WHERE id = 2").await
 })
-.await?;
+.await
+// A `TxError<mysql_async::Error>`: the closure's error with the outcome (verdict, phase,
+// attempts). In a function that returns the driver's error, take the error back out.
+.map_err(TxError::into_error)?;
 pool.disconnect().await?;
 # Ok(())
 # }
@@ -50,7 +53,9 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{
     Conn, DriverError, Error, IoError, IsolationLevel, Pool, ServerError, Transaction, TxOpts,
 };
-use txretry_core::{AsError, Code, Isolation, RetryPolicy, TxFailure, TxOptions};
+use txretry_core::{
+    AsError, Code, Isolation, RetryPolicy, RetryState, TxError, TxFailure, TxOptions,
+};
 
 /// Reads the typed code from one mysql_async error value; the default classifier calls it
 /// for each link of an error's chain. Use it when you write your own classifier closure.
@@ -94,7 +99,7 @@ fn driver_code(error: &DriverError) -> Option<Code> {
     }
 }
 
-txretry_core::register_extractor!(MYSQL_ASYNC = extract);
+txretry_core::register_extractor!(extract);
 
 /// Runs `f` in a transaction on a connection from `pool`, retrying the whole transaction
 /// when it fails for a reason `policy` retries. The same as [`transaction_with`] with the
@@ -104,7 +109,7 @@ txretry_core::register_extractor!(MYSQL_ASYNC = extract);
 /// use mysql_async::prelude::*;
 /// use txretry_core::RetryPolicy;
 ///
-/// # async fn demo(pool: &mysql_async::Pool) -> Result<(), mysql_async::Error> {
+/// # async fn demo(pool: &mysql_async::Pool) -> Result<(), Box<dyn std::error::Error>> {
 /// let policy = RetryPolicy::default();
 /// let balance: Option<i64> = txretry_mysql_async::transaction(pool, &policy, async |tx| {
 ///     tx.exec_drop("UPDATE accounts SET balance = balance - 10 WHERE id = ?", (1,)).await?;
@@ -115,17 +120,22 @@ txretry_core::register_extractor!(MYSQL_ASYNC = extract);
 /// # Ok(())
 /// # }
 /// ```
-pub async fn transaction<T, E, V, F>(pool: &Pool, policy: &RetryPolicy, f: F) -> Result<T, E>
+pub fn transaction<T, E, V, F>(
+    pool: &Pool,
+    policy: &RetryPolicy,
+    f: F,
+) -> impl Future<Output = Result<T, TxError<E>>> + use<T, E, V, F>
 where
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
     E: From<Error> + AsError<V>,
 {
-    transaction_with(pool, policy, &TxOptions::default(), f).await
+    run(pool.clone(), policy.clone(), TxOptions::default(), f)
 }
 
 /// Runs `f` in a transaction begun with `options` on a connection from `pool`, retrying the
 /// whole transaction when it fails for a reason `policy` retries; returns `f`'s value once
-/// the transaction commits, or the last error unchanged.
+/// the transaction commits, or the last error unchanged inside a [`TxError`] that also says
+/// how the attempts went ([`TxError::outcome`]: verdict, phase, attempts).
 ///
 /// Each attempt:
 /// 1. takes a connection from `pool` and begins with
@@ -134,46 +144,46 @@ where
 ///    `START TRANSACTION`; otherwise the server's defaults;
 /// 2. calls `f` with the transaction. `f` may run several times, so keep side effects
 ///    outside the database (sending mail, …) out of it, or make them idempotent;
-/// 3. on `Ok`, commits. A failed `COMMIT` is judged with [`TxFailure::at_commit`]: unless
-///    the server answered with an error number (Galera reports certification failures as
-///    1213 at commit), nobody knows whether it landed, and the verdict is ambiguous — never
-///    retried unless the policy is
-///    [`idempotent`](txretry_core::RetryPolicyBuilder::idempotent);
+/// 3. on `Ok`, commits. A failed `COMMIT` keeps its verdict only when the server said "not
+///    committed" (Galera reports certification failures as 1213 at commit); a lost
+///    connection or a connection-class error there (2006, 2013, relayed by a proxy after a
+///    COMMIT that landed) is [`Ambiguous`](txretry_core::Verdict::Ambiguous), never retried
+///    unless `options` are [`idempotent`](TxOptions::idempotent);
 /// 4. on `Err`, sends `ROLLBACK` before deciding. This matters: after 1205 (lock-wait
 ///    timeout) MySQL and MariaDB roll back only the statement that timed out and keep the
 ///    transaction open, with everything it did before still applied.
 ///
 /// # Connections
 /// The connection goes back to the pool after a successful attempt and after a failure the
-/// server reported. It is closed ([`Conn::disconnect`]) instead when the `ROLLBACK` failed,
-/// when the failure was a [`Connection`](txretry_core::TransientKind::Connection) one, or when
-/// the driver rather than the server reported it (an I/O error, a closed connection): its
-/// state is then unknown. Connection failures are recognised but retried only when the
-/// policy opts in (`retry_on`); each retry takes a new connection from the pool.
+/// server reported. It is closed ([`Conn::disconnect`]) instead when `BEGIN` failed or was
+/// cancelled (its session state is unknown), when the `ROLLBACK` failed, or when the
+/// driver's error says the connection broke (a connection-class error, an I/O error;
+/// judged from the error itself, whatever your classifier says). Connection failures are
+/// recognised but retried only when the policy opts in (`retry_on`); each retry takes a new
+/// connection from the pool.
 ///
 /// # Errors inside the closure
 /// Propagate database errors out of `f` (with `?`): the runner can only roll back and retry
-/// what it sees. After a deadlock (1213) the server has already rolled the whole
-/// transaction back; statements after a swallowed 1213 run in what remains, and the
-/// runner's `COMMIT` would commit them without the work before the deadlock.
+/// what it sees. **A swallowed deadlock cannot be repaired by any runner**: after 1213 the
+/// server has already rolled the whole transaction back, statements after it run on their
+/// own (each committed at once), and the runner's `COMMIT` succeeds with only them applied.
 ///
 /// # Send
-/// The returned future is `Send` when `f`'s futures are, so it can be `tokio::spawn`ed. Let
-/// `f` own what it uses (`async move |tx| …` over cloned or `Arc` values): a closure that
-/// borrows from the spawning function cannot be `'static`, and rustc sometimes fails to
-/// prove `Send` for futures that hold such borrows across an await
-/// (rust-lang/rust#100013).
+/// The returned future owns clones of the pool handle, the policy and the options, so it
+/// borrows nothing of the caller's but `f`: it is `Send` when `f`'s futures are. Let `f`
+/// own what it uses (`async move |tx| …` over copied, cloned or `Arc` values); see the
+/// README's troubleshooting section for the error a borrowing closure produces.
 ///
 /// # Cancellation
-/// If the returned future is dropped mid-attempt, the connection goes back to the pool
-/// marked as inside a transaction, and the pool rolls it back before reusing it.
+/// If the returned future is dropped mid-attempt, the connection is closed (in the
+/// background) rather than returned to the pool with a half-finished exchange.
 ///
 /// ```no_run
 /// use mysql_async::prelude::*;
 /// use txretry_core::{Isolation, RetryPolicy, TxOptions};
 ///
-/// # async fn demo(pool: &mysql_async::Pool) -> Result<(), mysql_async::Error> {
-/// let policy = RetryPolicy::builder().max_attempts(5).build().expect("valid policy");
+/// # async fn demo(pool: &mysql_async::Pool) -> Result<(), Box<dyn std::error::Error>> {
+/// let policy = RetryPolicy::builder().max_attempts(5).build()?;
 /// let options = TxOptions::new().isolation(Isolation::ReadCommitted);
 /// txretry_mysql_async::transaction_with(pool, &policy, &options, async |tx| {
 ///     tx.query_drop("INSERT INTO ledger (amount) VALUES (10)").await?;
@@ -183,36 +193,58 @@ where
 /// # Ok(())
 /// # }
 /// ```
-pub async fn transaction_with<T, E, V, F>(
+pub fn transaction_with<T, E, V, F>(
     pool: &Pool,
     policy: &RetryPolicy,
     options: &TxOptions,
-    mut f: F,
-) -> Result<T, E>
+    f: F,
+) -> impl Future<Output = Result<T, TxError<E>>> + use<T, E, V, F>
 where
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
     E: From<Error> + AsError<V>,
 {
-    let (tx_opts, untyped_level) = tx_opts(options);
-    txretry_core::retry_async!(policy, options = options, async {
-        let mut conn = pool
+    run(pool.clone(), policy.clone(), options.clone(), f)
+}
+
+/// The runner proper. It owns its pool handle, policy and options, so its future borrows
+/// nothing of the caller's but `f`.
+async fn run<T, E, V, F>(
+    pool: Pool,
+    policy: RetryPolicy,
+    options: TxOptions,
+    mut f: F,
+) -> Result<T, TxError<E>>
+where
+    F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
+    E: From<Error> + AsError<V>,
+{
+    let (tx_opts, untyped_level) = tx_opts(&options);
+    let mut state = RetryState::new(&policy, &options);
+    txretry_core::retry_async!(state, admission = &options, async {
+        let conn = pool
             .get_conn()
             .await
-            .map_err(|e| TxFailure::in_body(policy, E::from(e)))?;
+            .map_err(|e| TxFailure::in_body(&policy, extract, E::from(e)))?;
+        // Closed instead of pooled if this attempt is dropped before the session is known
+        // clean (BEGIN in flight, or a transaction left open).
+        let mut lease = Lease(Some(conn));
+        let conn = lease.conn();
         if let Some(level) = untyped_level {
             // A level this version of mysql_async has no typed option for: the same
             // statement it would send, from core's fixed strings.
             let set = format!("SET TRANSACTION ISOLATION LEVEL {}", level.as_sql());
             if let Err(e) = conn.query_drop(set).await {
-                return Err(failed(policy, conn, E::from(e), true).await);
+                return Err(failed(&policy, lease, E::from(e), false).await);
             }
         }
-        // The transaction borrows `conn`; the outcome is decided before `conn` is needed
-        // again (to return it to the pool or close it).
+        // The transaction borrows the connection; the outcome is decided before the lease
+        // is needed again (to return the connection to the pool or close it).
         let outcome = match conn.start_transaction(tx_opts.clone()).await {
+            // The session state after a failed BEGIN (a pending SET TRANSACTION, a
+            // half-read reply) is unknown: never pool it.
             Err(e) => Outcome::Failed {
                 error: E::from(e),
-                rolled_back: true,
+                rolled_back: false,
             },
             Ok(mut tx) => match f(&mut tx).await {
                 Ok(value) => match tx.commit().await {
@@ -226,16 +258,21 @@ where
             },
         };
         match outcome {
-            Outcome::Committed(value) => Ok(value),
+            Outcome::Committed(value) => {
+                lease.release();
+                Ok(value)
+            }
             Outcome::Failed { error, rolled_back } => {
-                Err(failed(policy, conn, error, rolled_back).await)
+                Err(failed(&policy, lease, error, rolled_back).await)
             }
             Outcome::CommitFailed(error) => {
                 // mysql_async already tried a ROLLBACK; a connection it could not clean
                 // goes back marked dirty, and the pool cleans or drops it.
-                let failure = TxFailure::at_commit(policy, error);
+                let failure = TxFailure::at_commit(&policy, extract, error);
                 if failure.discards_connection() {
-                    discard(conn).await;
+                    lease.discard().await;
+                } else {
+                    lease.release();
                 }
                 Err(failure)
             }
@@ -256,21 +293,60 @@ enum Outcome<T, E> {
 
 /// Judges a failure before COMMIT, and closes the connection instead of returning it to the
 /// pool when its state is unknown.
-async fn failed<E, V>(policy: &RetryPolicy, conn: Conn, error: E, rolled_back: bool) -> TxFailure<E>
+async fn failed<E, V>(
+    policy: &RetryPolicy,
+    lease: Lease,
+    error: E,
+    rolled_back: bool,
+) -> TxFailure<E>
 where
     E: AsError<V>,
 {
-    let failure = TxFailure::in_body(policy, error);
+    let failure = TxFailure::in_body(policy, extract, error);
     if !rolled_back || failure.discards_connection() {
-        discard(conn).await;
+        lease.discard().await;
+    } else {
+        lease.release();
     }
     failure
 }
 
-/// Closes a connection so the pool never hands it out again. `Conn::disconnect` marks it
-/// disconnected before anything can fail, and the pool drops disconnected connections.
-async fn discard(conn: Conn) {
-    let _ = conn.disconnect().await;
+/// A pooled connection one attempt holds. Dropped without [`Lease::release`] (the attempt
+/// was cancelled mid-exchange), it closes the connection in the background, so the pool
+/// never hands out a connection with an unread reply or an open transaction.
+struct Lease(Option<Conn>);
+
+impl Lease {
+    fn conn(&mut self) -> &mut Conn {
+        self.0
+            .get_or_insert_with(|| unreachable!("a lease holds its connection until it ends"))
+    }
+
+    /// The session is clean: back to the pool.
+    fn release(mut self) {
+        drop(self.0.take());
+    }
+
+    /// Closes the connection so the pool never hands it out again. `Conn::disconnect`
+    /// marks it disconnected before anything can fail, and the pool drops disconnected
+    /// connections.
+    async fn discard(mut self) {
+        if let Some(conn) = self.0.take() {
+            let _ = conn.disconnect().await;
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(conn) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                let _ = conn.disconnect().await;
+            });
+        }
+    }
 }
 
 /// mysql_async's options for core's, and a level it has no typed option for.

@@ -9,7 +9,7 @@ With the feature on, `RetryPolicy::default()` recognises rusqlite's errors with 
 setup: [`extract`] is registered with the default classifier.
 
 ```
-use txretry::RetryPolicy;
+use txretry::{RetryPolicy, TxError};
 
 # fn main() -> Result<(), rusqlite::Error> {
 let mut conn = rusqlite::Connection::open_in_memory()?;
@@ -19,13 +19,16 @@ conn.execute_batch(
 )?;
 
 let policy = RetryPolicy::default();
-let moved: Result<i64, rusqlite::Error> = txretry::rusqlite::transaction(&mut conn, &policy, |tx| {
+let moved = txretry::rusqlite::transaction(&mut conn, &policy, |tx| {
     let amount = 30;
     tx.execute("UPDATE account SET balance = balance - ?1 WHERE id = 1", [amount])?;
     tx.execute("UPDATE account SET balance = balance + ?1 WHERE id = 2", [amount])?;
-    Ok(amount)
+    Ok::<_, rusqlite::Error>(amount)
 });
-assert_eq!(moved?, 30);
+// The runner's error is a `TxError<rusqlite::Error>`: the error `f` returned, with the
+// outcome (verdict, phase, attempts). Here, in a function that returns rusqlite's error,
+// take the error back out.
+assert_eq!(moved.map_err(TxError::into_error)?, 30);
 
 let to: i64 = conn.query_row("SELECT balance FROM account WHERE id = 2", [], |r| r.get(0))?;
 assert_eq!(to, 30);
@@ -54,7 +57,9 @@ This crate depends on rusqlite without choosing how SQLite is linked: enable rus
 use std::error::Error;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
-use txretry_core::{AsError, Code, RetryPolicy, SqliteBegin, TxFailure, TxOptions};
+use txretry_core::{
+    AsError, Code, RetryPolicy, RetryState, SqliteBegin, TxError, TxFailure, TxOptions,
+};
 
 /// Reads the SQLite extended result code from one error value: a
 /// `rusqlite::Error::SqliteFailure` or a bare `rusqlite::ffi::Error` (the `source()` of
@@ -83,7 +88,7 @@ pub fn extract(error: &(dyn Error + 'static)) -> Option<Code> {
         .map(|failure| Code::Sqlite(failure.extended_code))
 }
 
-txretry_core::register_extractor!(RUSQLITE = extract);
+txretry_core::register_extractor!(extract);
 
 /// Runs `f` in a transaction on `conn` begun with `BEGIN IMMEDIATE`, committing when it
 /// returns `Ok`; when an attempt fails with an error `policy` retries, rolls back, waits,
@@ -94,10 +99,11 @@ txretry_core::register_extractor!(RUSQLITE = extract);
 ///
 /// `E` is whatever `f` returns: `rusqlite::Error`, your own error type with a
 /// `From<rusqlite::Error>` impl, `anyhow::Error` or `Box<dyn Error + Send + Sync>`. The
-/// last error is returned unchanged.
+/// last error is returned unchanged inside a [`TxError`], which also says how the call
+/// went ([`TxError::outcome`]: the verdict, the phase, the attempts).
 ///
 /// ```
-/// use txretry::RetryPolicy;
+/// use txretry::{Phase, RetryPolicy, Verdict};
 ///
 /// #[derive(Debug, thiserror::Error)]
 /// enum TransferError {
@@ -124,12 +130,21 @@ txretry_core::register_extractor!(RUSQLITE = extract);
 ///     tx.execute("UPDATE account SET balance = balance + 50 WHERE id = 2", [])?;
 ///     Ok(())
 /// });
-/// assert!(matches!(result, Err(TransferError::InsufficientFunds)));
+/// let err = result.unwrap_err();
+/// assert!(matches!(err.error(), TransferError::InsufficientFunds));
+/// // Your own error is permanent: returned after one attempt, before COMMIT.
+/// assert_eq!(err.outcome().verdict(), Verdict::Permanent);
+/// assert_eq!(err.outcome().phase(), Phase::Body);
+/// assert_eq!(err.outcome().attempts(), 1);
 /// assert!(conn.is_autocommit()); // no transaction left open
 /// # Ok(())
 /// # }
 /// ```
-pub fn transaction<T, E, V, F>(conn: &mut Connection, policy: &RetryPolicy, f: F) -> Result<T, E>
+pub fn transaction<T, E, V, F>(
+    conn: &mut Connection,
+    policy: &RetryPolicy,
+    f: F,
+) -> Result<T, TxError<E>>
 where
     F: FnMut(&mut Transaction<'_>) -> Result<T, E>,
     E: From<rusqlite::Error> + AsError<V>,
@@ -157,10 +172,19 @@ where
 ///   still open, the runner rolls it back explicitly before deciding (SQLite leaves the
 ///   transaction open after, for example, `SQLITE_BUSY_SNAPSHOT` or a deferred constraint
 ///   failing at COMMIT).
-/// - An error at COMMIT is judged by [`TxFailure::at_commit`]: SQLite always answers with a
-///   result code, and a failed COMMIT that is then rolled back did not commit, so a
-///   `SQLITE_BUSY` at COMMIT is retried like any other.
-/// - The policy decides the rest; the last error is returned unchanged.
+/// - At COMMIT SQLite always answers with a result code, and a failed COMMIT that is then
+///   rolled back did not commit: a `SQLITE_BUSY` at COMMIT is retried like any other, a
+///   constraint checked at COMMIT (a deferred foreign key) is returned once. The outcome's
+///   phase is [`Phase::Commit`](txretry_core::Phase::Commit); its verdict is never
+///   ambiguous.
+/// - SQLite can roll a transaction back on its own in the middle of it (a constraint
+///   declared `ON CONFLICT ROLLBACK`, a trigger's `RAISE(ROLLBACK, …)`, and possibly
+///   `SQLITE_FULL` or `SQLITE_IOERR`). If `f` swallows that error and returns `Ok`, the
+///   runner's COMMIT fails with "cannot commit - no transaction is active" and the runner
+///   returns that error (permanent, at commit): it never reports such a call as committed.
+///   Statements `f` ran after the rollback, though, ran outside any transaction and were
+///   committed one by one; propagate errors with `?`.
+/// - The policy decides the rest; the last error is returned unchanged, in a [`TxError`].
 ///
 /// # The connection
 /// There is no pool and nothing is discarded: every attempt runs on `conn`, which the runner
@@ -217,7 +241,7 @@ pub fn transaction_with<T, E, V, F>(
     policy: &RetryPolicy,
     options: &TxOptions,
     mut f: F,
-) -> Result<T, E>
+) -> Result<T, TxError<E>>
 where
     F: FnMut(&mut Transaction<'_>) -> Result<T, E>,
     E: From<rusqlite::Error> + AsError<V>,
@@ -225,7 +249,8 @@ where
     // `&mut` guarantees no other transaction of ours is open on the connection; the
     // attempts then only need a shared borrow, which the `query_only` guard shares too.
     let conn: &Connection = conn;
-    txretry_core::retry_blocking!(policy, attempt(conn, policy, options, &mut f))
+    let mut state = RetryState::new(policy, options);
+    txretry_core::retry_blocking!(state, attempt(conn, policy, options, &mut f))
 }
 
 /// One attempt: BEGIN, `f`, COMMIT; ROLLBACK on any error.
@@ -239,7 +264,7 @@ where
     F: FnMut(&mut Transaction<'_>) -> Result<T, E>,
     E: From<rusqlite::Error> + AsError<V>,
 {
-    let begin_failed = |error: rusqlite::Error| TxFailure::in_body(policy, E::from(error));
+    let begin_failed = |error: rusqlite::Error| TxFailure::in_body(policy, extract, E::from(error));
 
     // Declared before the transaction, so it is dropped (and `query_only` restored) after
     // the transaction has committed or rolled back, whichever way this function is left.
@@ -256,7 +281,7 @@ where
             Err(error) => {
                 // `commit` consumed the transaction; when the COMMIT failed and the
                 // transaction stayed open, rusqlite's drop already tried a ROLLBACK.
-                let failure = TxFailure::at_commit(policy, E::from(error));
+                let failure = TxFailure::at_commit(policy, extract, E::from(error));
                 Err(stop_if_still_open(conn, failure))
             }
         },
@@ -267,7 +292,10 @@ where
             } else {
                 drop(tx); // SQLite already rolled back on its own; nothing to do.
             }
-            Err(stop_if_still_open(conn, TxFailure::in_body(policy, error)))
+            Err(stop_if_still_open(
+                conn,
+                TxFailure::in_body(policy, extract, error),
+            ))
         }
     }
 }

@@ -28,12 +28,19 @@ impl Backend for sqlx::Postgres {
         AssertSqlSafe(sql).into_sql_str()
     }
 
-    fn after_begin(_: &TxOptions) -> Option<&'static str> {
+    fn after_begin(_: &TxOptions, _: Cleanup) -> Option<&'static str> {
         None
     }
 
-    fn session_cleanup(_: &TxOptions) -> Cleanup {
-        Cleanup::Nothing
+    async fn session_cleanup<'c>(
+        _: &'c mut sqlx::PgConnection,
+        _: &'c TxOptions,
+    ) -> Result<Cleanup, sqlx::Error> {
+        Ok(Cleanup::Nothing)
+    }
+
+    fn abort_check() -> Option<&'static str> {
+        Some("SELECT 1")
     }
 
     async fn run_statement(
@@ -67,16 +74,25 @@ impl Backend for sqlx::MySql {
         AssertSqlSafe(sql).into_sql_str()
     }
 
-    fn after_begin(_: &TxOptions) -> Option<&'static str> {
+    fn after_begin(_: &TxOptions, _: Cleanup) -> Option<&'static str> {
         None
     }
 
-    fn session_cleanup(options: &TxOptions) -> Cleanup {
-        if options.get_isolation().is_some() {
+    async fn session_cleanup<'c>(
+        _: &'c mut sqlx::MySqlConnection,
+        options: &'c TxOptions,
+    ) -> Result<Cleanup, sqlx::Error> {
+        Ok(if options.get_isolation().is_some() {
             Cleanup::DiscardIfBeginFailed
         } else {
             Cleanup::Nothing
-        }
+        })
+    }
+
+    /// A swallowed 1213 has already ended the transaction, and what ran after it committed
+    /// on its own: nothing to check that could still help.
+    fn abort_check() -> Option<&'static str> {
+        None
     }
 
     async fn run_statement(
@@ -97,31 +113,46 @@ mod sqlite {
 
     impl sealed::Sealed for Sqlite {}
 
-    /// `BEGIN DEFERRED | IMMEDIATE | EXCLUSIVE` (IMMEDIATE by default). Read-only runs
-    /// `PRAGMA query_only = ON` right after BEGIN (before it, `query_only` would make
-    /// `BEGIN IMMEDIATE` fail with `SQLITE_READONLY`); the pragma belongs to the
-    /// connection, so the runner turns it off after the transaction.
+    /// `BEGIN DEFERRED | IMMEDIATE | EXCLUSIVE` (IMMEDIATE by default). A read-only
+    /// transaction begins `DEFERRED` (it never takes the write lock) and runs
+    /// `PRAGMA query_only = ON` right after BEGIN; the pragma belongs to the connection, so
+    /// the runner turns it off after the transaction — unless the connection already had
+    /// it on, which the runner reads before BEGIN and then leaves alone.
     impl Backend for Sqlite {
         fn begin_statement(options: &TxOptions) -> SqlStr {
             use txretry_core::SqliteBegin::*;
-            let sql = match options.get_sqlite_begin() {
-                Deferred => "BEGIN DEFERRED",
-                Immediate => "BEGIN IMMEDIATE",
-                Exclusive => "BEGIN EXCLUSIVE",
-            };
-            sql.into_sql_str()
-        }
-
-        fn after_begin(options: &TxOptions) -> Option<&'static str> {
-            options.is_read_only().then_some("PRAGMA query_only = ON")
-        }
-
-        fn session_cleanup(options: &TxOptions) -> Cleanup {
-            if options.is_read_only() {
-                Cleanup::Sql("PRAGMA query_only = OFF")
+            let begin = if options.is_read_only() {
+                Deferred
             } else {
-                Cleanup::Nothing
+                options.get_sqlite_begin()
+            };
+            begin.as_sql().into_sql_str()
+        }
+
+        fn after_begin(options: &TxOptions, cleanup: Cleanup) -> Option<&'static str> {
+            (options.is_read_only() && cleanup == QUERY_ONLY_OFF)
+                .then_some("PRAGMA query_only = ON")
+        }
+
+        async fn session_cleanup<'c>(
+            conn: &'c mut SqliteConnection,
+            options: &'c TxOptions,
+        ) -> Result<Cleanup, sqlx::Error> {
+            if !options.is_read_only() {
+                return Ok(Cleanup::Nothing);
             }
+            let already: bool = sqlx::query_scalar("PRAGMA query_only")
+                .fetch_one(conn)
+                .await?;
+            Ok(if already {
+                Cleanup::Nothing
+            } else {
+                QUERY_ONLY_OFF
+            })
+        }
+
+        fn abort_check() -> Option<&'static str> {
+            None
         }
 
         async fn run_statement(
@@ -131,4 +162,7 @@ mod sqlite {
             sqlx::raw_sql(sql).execute(conn).await.map(drop)
         }
     }
+
+    /// Turns the read-only switch back off after a read-only transaction.
+    const QUERY_ONLY_OFF: Cleanup = Cleanup::Sql("PRAGMA query_only = OFF");
 }

@@ -56,7 +56,7 @@ pub fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
     None
 }
 
-txretry_core::register_extractor!(TXRETRY_SQLX = extract);
+txretry_core::register_extractor!(extract);
 
 /// The typed code of a [`sqlx::Error`]:
 ///
@@ -267,8 +267,52 @@ mod tests {
         // The source() link is the Box<dyn DatabaseError>: also no code.
         let link = StdError::source(&err).expect("Database has a source");
         assert_eq!(extract(link), None);
+        // The message fallback matches MySQL's own phrase, and reports it whole.
         let c = txretry_core::classify(&err);
-        assert_eq!(c.code, Some(Code::Message("deadlock")));
+        assert_eq!(
+            c.verdict,
+            txretry_core::Verdict::Transient(txretry_core::TransientKind::Deadlock)
+        );
+        assert_eq!(
+            c.code,
+            Some(Code::Message("Deadlock found when trying to get lock"))
+        );
+    }
+
+    /// A foreign database error whose text merely mentions a deadlock is not one.
+    #[test]
+    fn unknown_database_error_mentioning_a_deadlock_is_permanent() {
+        #[derive(Debug)]
+        struct Refused;
+        impl fmt::Display for Refused {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("refund refused: customer reports a deadlock at checkout")
+            }
+        }
+        impl StdError for Refused {}
+        impl DatabaseError for Refused {
+            fn message(&self) -> &str {
+                "refund refused: customer reports a deadlock at checkout"
+            }
+            fn as_error(&self) -> &(dyn StdError + Send + Sync + 'static) {
+                self
+            }
+            fn as_error_mut(&mut self) -> &mut (dyn StdError + Send + Sync + 'static) {
+                self
+            }
+            fn into_error(self: Box<Self>) -> Box<dyn StdError + Send + Sync + 'static> {
+                self
+            }
+            fn kind(&self) -> sqlx::error::ErrorKind {
+                sqlx::error::ErrorKind::Other
+            }
+        }
+        let err = sqlx::Error::Database(Box::new(Refused));
+        assert_eq!(extract(&err), None);
+        assert_eq!(
+            txretry_core::classify(&err),
+            txretry_core::Classification::PERMANENT
+        );
     }
 
     #[cfg(feature = "sqlite")]

@@ -5,7 +5,9 @@ use std::future::Future;
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Database, Pool, SqlStr, Transaction};
-use txretry_core::{AsError, RetryPolicy, TxFailure, TxOptions};
+use txretry_core::{AsError, RetryPolicy, RetryState, TxError, TxFailure, TxOptions};
+
+use crate::codes::extract;
 
 /// A sqlx database the runners support: [`Postgres`](sqlx::Postgres) (feature `postgres`),
 /// [`MySql`](sqlx::MySql) (feature `mysql`, also MariaDB) and `Sqlite` (feature `sqlite`).
@@ -19,14 +21,26 @@ pub trait Backend: Database + sealed::Sealed {
     fn begin_statement(options: &TxOptions) -> SqlStr;
 
     /// A statement to run inside the transaction right after BEGIN, if any (SQLite:
-    /// `PRAGMA query_only = ON`, which would make `BEGIN IMMEDIATE` itself fail if set
-    /// before it).
+    /// `PRAGMA query_only = ON` for a read-only transaction, unless the connection already
+    /// had it on, which `cleanup` then says).
     #[doc(hidden)]
-    fn after_begin(options: &TxOptions) -> Option<&'static str>;
+    fn after_begin(options: &TxOptions, cleanup: Cleanup) -> Option<&'static str>;
 
-    /// What must happen to the connection's session after the transaction ends.
+    /// What must happen to the connection's session after the transaction ends, found
+    /// before BEGIN (SQLite reads whether `query_only` is already on; the others need no
+    /// round trip).
     #[doc(hidden)]
-    fn session_cleanup(options: &TxOptions) -> Cleanup;
+    fn session_cleanup<'c>(
+        conn: &'c mut Self::Connection,
+        options: &'c TxOptions,
+    ) -> impl Future<Output = Result<Cleanup, sqlx::Error>> + Send + 'c;
+
+    /// A statement that fails when the transaction is already aborted, run right before
+    /// COMMIT (Postgres: `SELECT 1`). Postgres answers the COMMIT of an aborted transaction
+    /// (the closure swallowed an error) with a ROLLBACK tag and no error, and sqlx does not
+    /// expose the tag or the session's transaction status, so the runner asks.
+    #[doc(hidden)]
+    fn abort_check() -> Option<&'static str>;
 
     /// Runs one of the fixed statements above on the connection.
     #[doc(hidden)]
@@ -63,17 +77,28 @@ pub(crate) mod sealed {
 /// connection freshly acquired from the pool, so it must not rely on what an earlier attempt
 /// did (and anything it changes outside the database happens once per attempt).
 /// On `Ok` the runner commits; on `Err` it rolls back explicitly, then retries or returns
-/// the error. The last error is returned unchanged; `E` is any error type that sqlx's
-/// errors convert into (`sqlx::Error`, your own `thiserror` enum, `anyhow::Error`,
-/// `Box<dyn Error + Send + Sync>`).
+/// the error. The last error comes back unchanged inside a [`TxError`], which also says
+/// how the attempts went ([`TxError::outcome`]: verdict, phase, attempts); `E` is any error
+/// type that sqlx's errors convert into (`sqlx::Error`, your own `thiserror` enum,
+/// `anyhow::Error`, `Box<dyn Error + Send + Sync>`).
 ///
-/// - A failure at COMMIT without a server code (the connection dropped while committing) is
-///   ambiguous, since the commit may have landed: never retried unless the policy is
-///   [`idempotent`](txretry_core::RetryPolicyBuilder::idempotent).
-/// - The connection is closed instead of returned to the pool when the failure was a
-///   connection failure or detected by the driver (see
-///   [`TxFailure::discards_connection`]), when ROLLBACK fails, or when the runner's future
-///   is dropped while session settings from [`TxOptions`] are in force.
+/// - `Ok` means the transaction committed. On Postgres the runner sends `SELECT 1` before
+///   COMMIT: if the closure swallowed an error, the transaction is aborted, the check fails
+///   with `25P02` ("current transaction is aborted") and that error is returned (a plain
+///   COMMIT would have rolled back silently). On MySQL/MariaDB a swallowed deadlock (1213)
+///   has already rolled the transaction back and later statements ran on their own: no
+///   runner can undo that, so propagate errors with `?`. On SQLite a transaction that
+///   SQLite rolled back itself makes COMMIT fail, and that error is returned.
+/// - A failure at COMMIT keeps its verdict only when the server said "not committed" (a
+///   serialization failure, a deadlock, `SQLITE_BUSY`, a deferred constraint). A lost
+///   connection or a connection-class code there (a pooler answers a COMMIT that landed
+///   with `08P01`) is [`Ambiguous`](txretry_core::Verdict::Ambiguous): the commit may have
+///   landed, so it is never retried unless `options` are
+///   [`idempotent`](TxOptions::idempotent).
+/// - The connection is closed instead of returned to the pool when the driver's error says
+///   it is broken (a connection-class code, an I/O error; judged from the error itself,
+///   whatever your classifier says), when ROLLBACK fails, or when the runner's future is
+///   dropped while session settings from [`TxOptions`] are in force.
 ///
 /// # `Send` and `tokio::spawn`
 /// The returned future owns clones of the pool handle, the policy and the options (all
@@ -82,12 +107,12 @@ pub(crate) mod sealed {
 /// values or `Arc`s (clone them per call if needed). Then
 /// `tokio::spawn(transaction(&pool, &policy, async move |tx| …))` compiles as it is.
 ///
-/// A closure that borrows from its surroundings (a plain `async |tx|` that uses a local,
-/// or even a reference moved in) works wherever `Send` is not required, but current rustc
-/// cannot prove the runner's future `Send` with it: the borrow is reported as "does not
-/// live long enough" or "implementation of `Send` is not general enough"
-/// (rust-lang/rust#110338, #138494). This holds for any generic function taking an
-/// `AsyncFnMut`; the fix is to make the closure own its captures.
+/// A closure that borrows from its surroundings (a plain `async |tx|` that uses a local
+/// or `&self`) works wherever `Send` is not required, but current rustc cannot prove the
+/// runner's future `Send` with it: the borrow is reported as "implementation of `Send` is
+/// not general enough" (rust-lang/rust#110338, #138494). This holds for any generic
+/// function taking an `AsyncFnMut`; the fix is to make the closure own its captures (see
+/// the README's troubleshooting section).
 ///
 /// Do not wrap the runner in another retry loop (`policy.run(async || …)`): it already
 /// retries, and an async closure wrapping borrowed state defeats the `Send` proof too
@@ -112,13 +137,14 @@ pub(crate) mod sealed {
 ///         Ok(())
 ///     })
 ///     .await
+///     .map_err(txretry_core::TxError::into_error) // back to sqlx::Error
 /// }
 /// ```
 pub fn transaction<DB, T, E, V, F>(
     pool: &Pool<DB>,
     policy: &RetryPolicy,
     f: F,
-) -> impl Future<Output = Result<T, E>> + use<DB, T, E, V, F>
+) -> impl Future<Output = Result<T, TxError<E>>> + use<DB, T, E, V, F>
 where
     DB: Backend,
     F: AsyncFnMut(&mut Transaction<'_, DB>) -> Result<T, E>,
@@ -133,11 +159,12 @@ where
 /// |---|---|
 /// | Postgres | `BEGIN [ISOLATION LEVEL …] [READ ONLY]` |
 /// | MySQL / MariaDB | `[SET TRANSACTION ISOLATION LEVEL …;] START TRANSACTION [READ ONLY]` |
-/// | SQLite | `BEGIN DEFERRED` / `BEGIN IMMEDIATE` (the default) / `BEGIN EXCLUSIVE`, then `PRAGMA query_only = ON` when read-only |
+/// | SQLite | `BEGIN DEFERRED` / `BEGIN IMMEDIATE` (the default) / `BEGIN EXCLUSIVE`; read-only: `BEGIN DEFERRED`, then `PRAGMA query_only = ON` |
 ///
-/// SQLite ignores the isolation level (its transactions are serializable). Its read-only
-/// switch belongs to the connection, so the runner turns it off again after the
-/// transaction, and closes the connection if that fails.
+/// SQLite ignores the isolation level (its transactions are serializable). A read-only
+/// SQLite transaction always begins `DEFERRED` (it never takes the write lock), and its
+/// read-only switch belongs to the connection: the runner turns it back off afterwards
+/// unless the connection already had it on, and closes the connection if that fails.
 ///
 /// Under a policy with [`Admission`](txretry_core::Admission), each attempt first waits
 /// for the keys named with [`TxOptions::contends_on`], and releases them when the attempt
@@ -152,6 +179,7 @@ where
 ///         sqlx::query_scalar("SELECT sum(balance) FROM account").fetch_one(&mut **tx).await
 ///     })
 ///     .await
+///     .map_err(txretry_core::TxError::into_error)
 /// }
 /// ```
 pub fn transaction_with<DB, T, E, V, F>(
@@ -159,7 +187,7 @@ pub fn transaction_with<DB, T, E, V, F>(
     policy: &RetryPolicy,
     options: &TxOptions,
     f: F,
-) -> impl Future<Output = Result<T, E>> + use<DB, T, E, V, F>
+) -> impl Future<Output = Result<T, TxError<E>>> + use<DB, T, E, V, F>
 where
     DB: Backend,
     F: AsyncFnMut(&mut Transaction<'_, DB>) -> Result<T, E>,
@@ -175,32 +203,34 @@ async fn run<DB, T, E, V, F>(
     policy: RetryPolicy,
     options: TxOptions,
     mut f: F,
-) -> Result<T, E>
+) -> Result<T, TxError<E>>
 where
     DB: Backend,
     F: AsyncFnMut(&mut Transaction<'_, DB>) -> Result<T, E>,
     E: From<sqlx::Error> + AsError<V>,
 {
-    let (pool, policy, options) = (&pool, &policy, &options);
-    let cleanup = DB::session_cleanup(options);
-    txretry_core::retry_async!(policy, options = options, async {
-        let conn = match pool.acquire().await {
-            Ok(conn) => conn,
-            Err(error) => return Err(TxFailure::in_body(policy, E::from(error))),
-        };
-        // From here until the session is known clean, dropping the lease (the caller
-        // dropped our future) closes the connection instead of pooling it.
+    let mut state = RetryState::new(&policy, &options);
+    txretry_core::retry_async!(state, admission = &options, async {
+        let body = |error: E| TxFailure::in_body(&policy, extract, error);
+        let conn = pool.acquire().await.map_err(|e| body(E::from(e)))?;
+        // Until the session is known clean, dropping the lease (the caller dropped our
+        // future) closes the connection instead of pooling it.
         let mut lease = Lease {
             conn,
-            discard_on_drop: cleanup != Cleanup::Nothing,
+            discard_on_drop: true,
         };
+        let cleanup = match DB::session_cleanup(&mut lease.conn, &options).await {
+            Ok(cleanup) => cleanup,
+            Err(error) => return Err(body(E::from(error))),
+        };
+        lease.discard_on_drop = cleanup != Cleanup::Nothing;
 
         // Everything that borrows the connection ends inside this block; then the lease
         // restores the session or marks the connection for closing.
         let (result, discard) = {
-            match lease.conn.begin_with(DB::begin_statement(options)).await {
+            match lease.conn.begin_with(DB::begin_statement(&options)).await {
                 Err(error) => {
-                    let failure = TxFailure::in_body(policy, E::from(error));
+                    let failure = body(E::from(error));
                     let discard =
                         failure.discards_connection() || cleanup == Cleanup::DiscardIfBeginFailed;
                     (Err(failure), discard)
@@ -210,28 +240,37 @@ where
                         // The one-shot setting was consumed by this transaction.
                         lease.discard_on_drop = false;
                     }
-                    // A failed setup statement is handled like a failed closure.
-                    let body = match DB::after_begin(options) {
+                    // A failed setup statement, or a failed abort check, is handled like a
+                    // failed closure: COMMIT has not been sent.
+                    let setup = match DB::after_begin(&options, cleanup) {
                         Some(sql) => DB::run_statement(&mut tx, sql).await.map_err(E::from),
                         None => Ok(()),
                     };
-                    let body = match body {
+                    let value = match setup {
                         Ok(()) => f(&mut tx).await,
                         Err(error) => Err(error),
                     };
-                    match body {
+                    let value = match (value, DB::abort_check()) {
+                        (Ok(value), Some(sql)) => DB::run_statement(&mut tx, sql)
+                            .await
+                            .map(|()| value)
+                            .map_err(E::from),
+                        (value, _) => value,
+                    };
+                    match value {
                         Ok(value) => match tx.commit().await {
                             Ok(()) => (Ok(value), false),
                             Err(error) => {
                                 // The failed Transaction queued a ROLLBACK on drop; the pool
                                 // flushes it when the connection comes back.
-                                let failure = TxFailure::at_commit(policy, E::from(error));
+                                let failure =
+                                    TxFailure::at_commit(&policy, extract, E::from(error));
                                 let discard = failure.discards_connection();
                                 (Err(failure), discard)
                             }
                         },
                         Err(error) => {
-                            let failure = TxFailure::in_body(policy, error);
+                            let failure = body(error);
                             // Always roll back before deciding: after MySQL 1205 the
                             // transaction is still open, with the statements before the
                             // timeout applied.

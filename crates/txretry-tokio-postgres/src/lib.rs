@@ -25,9 +25,15 @@ setup. `tokio_postgres::Error`'s `Display` is only `"db error"`; the code lives 
 no pool, so the runner cannot replace a broken connection: after a connection failure it
 returns the error at once, whatever the policy says (see [`transaction_with`]).
 
+The runners return `Result<T, TxError<E>>`: on failure, your own error `E` unchanged
+([`TxError::error`], [`TxError::into_error`]) together with how the attempts went
+([`TxError::outcome`]: verdict, phase, attempts, and whether the last COMMIT may have
+landed). In a function that returns the driver's error, unwrap it with
+`.map_err(TxError::into_error)?`:
+
 ```no_run
 use tokio_postgres::NoTls;
-use txretry_core::RetryPolicy;
+use txretry_core::{RetryPolicy, TxError};
 
 # async fn demo() -> Result<(), tokio_postgres::Error> {
 let (mut client, connection) =
@@ -39,8 +45,36 @@ let moved: u64 = txretry_tokio_postgres::transaction(&mut client, &policy, async
     tx.execute("UPDATE accounts SET balance = balance - 10 WHERE id = 1", &[]).await?;
     tx.execute("UPDATE accounts SET balance = balance + 10 WHERE id = 2", &[]).await
 })
-.await?;
+.await
+.map_err(TxError::into_error)?;
 # let _ = moved;
+# Ok(())
+# }
+```
+
+Or read the outcome before deciding what to tell the user; `TxError` implements
+`std::error::Error`, so `?` into `Box<dyn Error>` or `anyhow::Error` works too:
+
+```no_run
+use txretry_core::{RetryPolicy, Verdict};
+
+# async fn demo(client: &mut tokio_postgres::Client) -> Result<(), Box<dyn std::error::Error>> {
+let policy = RetryPolicy::default();
+let result = txretry_tokio_postgres::transaction(client, &policy, async |tx| {
+    tx.execute("INSERT INTO orders (id) VALUES (17)", &[]).await
+})
+.await;
+match result {
+    Ok(_) => println!("order 17 placed"),
+    Err(err) if err.outcome().may_have_committed() => {
+        // The COMMIT was sent but its answer was lost: look before placing it again.
+        println!("order 17 may have been placed: {err}");
+    }
+    Err(err) if err.outcome().verdict() == Verdict::Permanent => {
+        println!("order 17 refused: {}", err.error());
+    }
+    Err(err) => return Err(err.into()), // transient, and the policy gave up
+}
 # Ok(())
 # }
 ```
@@ -50,7 +84,9 @@ use std::error::Error as StdError;
 
 use tokio_postgres::error::DbError;
 use tokio_postgres::{Client, IsolationLevel, Transaction};
-use txretry_core::{AsError, Code, Isolation, RetryPolicy, SqlState, TxFailure, TxOptions};
+use txretry_core::{
+    AsError, Code, Isolation, RetryPolicy, RetryState, SqlState, TxError, TxFailure, TxOptions,
+};
 
 /// Reads the typed code from one tokio-postgres error value; the default classifier calls it
 /// for each link of an error's chain. Use it when you write your own classifier closure.
@@ -85,7 +121,7 @@ pub fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
     None
 }
 
-txretry_core::register_extractor!(TOKIO_POSTGRES = extract);
+txretry_core::register_extractor!(extract);
 
 /// Runs `f` in a transaction on `client`, retrying the whole transaction when it fails for
 /// a reason `policy` retries. The same as [`transaction_with`] with the default
@@ -94,7 +130,7 @@ txretry_core::register_extractor!(TOKIO_POSTGRES = extract);
 /// ```no_run
 /// use txretry_core::RetryPolicy;
 ///
-/// # async fn demo(client: &mut tokio_postgres::Client) -> Result<(), tokio_postgres::Error> {
+/// # async fn demo(client: &mut tokio_postgres::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// let policy = RetryPolicy::default();
 /// let balance: i64 = txretry_tokio_postgres::transaction(client, &policy, async |tx| {
 ///     tx.execute("UPDATE accounts SET balance = balance - 10 WHERE id = $1", &[&1_i32]).await?;
@@ -106,21 +142,22 @@ txretry_core::register_extractor!(TOKIO_POSTGRES = extract);
 /// # Ok(())
 /// # }
 /// ```
-pub async fn transaction<T, E, V, F>(
-    client: &mut Client,
+pub fn transaction<'c, T, E, V, F>(
+    client: &'c mut Client,
     policy: &RetryPolicy,
     f: F,
-) -> Result<T, E>
+) -> impl Future<Output = Result<T, TxError<E>>> + use<'c, T, E, V, F>
 where
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
     E: From<tokio_postgres::Error> + AsError<V>,
 {
-    transaction_with(client, policy, &TxOptions::default(), f).await
+    run(client, policy.clone(), TxOptions::default(), f)
 }
 
 /// Runs `f` in a transaction begun with `options` on `client`, retrying the whole
 /// transaction when it fails for a reason `policy` retries; returns `f`'s value once the
-/// transaction commits, or the last error unchanged.
+/// transaction commits, or the last error unchanged inside a [`TxError`] that also says
+/// how the attempts went ([`TxError::outcome`]: verdict, phase, attempts).
 ///
 /// Each attempt:
 /// 1. begins with `client.build_transaction()`: the isolation level from `options` (mapped
@@ -128,13 +165,25 @@ where
 ///    [`TxOptions::is_read_only`]; otherwise the server's defaults;
 /// 2. calls `f` with the transaction. `f` may run several times, so keep side effects
 ///    outside the database (sending mail, …) out of it, or make them idempotent;
-/// 3. on `Ok`, commits. A failed `COMMIT` is judged with
-///    [`TxFailure::at_commit`]: unless the server answered with a code (Postgres reports
-///    serialization failures of `SERIALIZABLE` transactions at commit), nobody knows whether
-///    it landed, and the verdict is ambiguous — never retried unless the policy is
-///    [`idempotent`](txretry_core::RetryPolicyBuilder::idempotent);
+/// 3. on `Ok`, commits — and returns `Ok` only if the transaction really committed (see
+///    below). A COMMIT that fails is judged at the commit boundary: only the server's
+///    "not committed" answers (a serialization failure of a `SERIALIZABLE` transaction, a
+///    deadlock, a deferred constraint) keep their verdict; a lost connection or a
+///    connection-class code there (a pooler answers a COMMIT that landed with `08P01`) is
+///    [`Ambiguous`](txretry_core::Verdict::Ambiguous), never retried unless `options` are
+///    [`idempotent`](TxOptions::idempotent);
 /// 4. on `Err`, rolls back explicitly before deciding, then retries when the policy retries
 ///    the error's kind.
+///
+/// # Errors inside the closure
+/// Propagate database errors out of `f` (with `?`): the runner can only retry what it
+/// sees. A swallowed error (`let _ = tx.execute(…).await;`) leaves Postgres's transaction
+/// aborted, and Postgres answers a plain `COMMIT` of an aborted transaction by rolling back
+/// *without an error*. The runner therefore commits with `SELECT 1; COMMIT` in one round
+/// trip: in an aborted transaction the `SELECT` fails with `25P02`
+/// (`in_failed_sql_transaction`, "current transaction is aborted"), the `COMMIT` never
+/// runs, and the runner rolls back and returns that error (permanent: the cause was
+/// swallowed, so the runner cannot know it was transient).
 ///
 /// # A broken connection ends the loop
 /// The runner borrows the caller's client and has no way to open another. So it returns the
@@ -145,23 +194,25 @@ where
 /// - or the `ROLLBACK` after an error failed: the session may still be inside the old
 ///   transaction, and beginning again on it would not start a fresh one.
 ///
-/// The client is then most likely closed (check [`Client::is_closed`]): drop it, connect
-/// again and call the runner again. To ride out connection failures automatically, take a
-/// client from a pool (deadpool-postgres, bb8-postgres) per call and let the pool replace
-/// closed clients.
+/// The outcome then says so: its [`stop_reason`](txretry_core::Outcome::stop_reason) is
+/// [`ConnectionUnusable`](txretry_core::StopReason::ConnectionUnusable). The client is
+/// most likely closed (check [`Client::is_closed`]): drop it, connect again and call the
+/// runner again. To ride out connection failures automatically, take a client from a pool
+/// (deadpool-postgres, bb8-postgres) per call and let the pool replace closed clients.
 ///
-/// # Errors inside the closure
-/// Propagate database errors out of `f` (with `?`): the runner can only roll back and retry
-/// what it sees. A swallowed error leaves Postgres's transaction aborted, and Postgres
-/// answers the `COMMIT` of an aborted transaction by rolling back without an error, which
-/// tokio-postgres reports as success.
+/// This includes an ambiguous COMMIT on an [`idempotent`](TxOptions::idempotent) call: the
+/// policy would retry it, but a lost answer to a COMMIT (a terminated backend, a pooler's
+/// `FATAL 08P01`) closes the connection, so the runner stops after that attempt with the
+/// verdict `Ambiguous` and `ConnectionUnusable`. Retrying an ambiguous commit on a fresh
+/// connection needs a pooled runner (`txretry::sqlx`), or a new call on a new client by the
+/// caller once it has checked whether the first one landed.
 ///
 /// # Send
-/// The returned future is `Send` when `f`'s futures are, so it can be `tokio::spawn`ed. Let
-/// `f` own what it uses (`async move |tx| …` over cloned or `Arc` values): a closure that
-/// borrows from the spawning function cannot be `'static`, and rustc sometimes fails to
-/// prove `Send` for futures that hold such borrows across an await
-/// (rust-lang/rust#100013).
+/// The returned future owns a clone of the policy and of the options and borrows only the
+/// client and `f`: it is `Send` when `f`'s futures are, so it can be `tokio::spawn`ed with
+/// an owned client. Let `f` own what it uses (`async move |tx| …` over copied, cloned or
+/// `Arc` values); see the README's troubleshooting section for the error a borrowing
+/// closure produces.
 ///
 /// # Cancellation
 /// If the returned future is dropped mid-attempt, tokio-postgres's `Transaction` queues a
@@ -170,8 +221,8 @@ where
 /// ```no_run
 /// use txretry_core::{Isolation, RetryPolicy, TxOptions};
 ///
-/// # async fn demo(client: &mut tokio_postgres::Client) -> Result<(), tokio_postgres::Error> {
-/// let policy = RetryPolicy::builder().max_attempts(5).build().expect("valid policy");
+/// # async fn demo(client: &mut tokio_postgres::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// let policy = RetryPolicy::builder().max_attempts(5).build()?;
 /// let options = TxOptions::new().isolation(Isolation::Serializable);
 /// txretry_tokio_postgres::transaction_with(client, &policy, &options, async |tx| {
 ///     let total: i64 = tx.query_one("SELECT sum(balance)::bigint FROM accounts", &[]).await?.get(0);
@@ -182,24 +233,40 @@ where
 /// # Ok(())
 /// # }
 /// ```
-pub async fn transaction_with<T, E, V, F>(
-    client: &mut Client,
+pub fn transaction_with<'c, T, E, V, F>(
+    client: &'c mut Client,
     policy: &RetryPolicy,
     options: &TxOptions,
-    mut f: F,
-) -> Result<T, E>
+    f: F,
+) -> impl Future<Output = Result<T, TxError<E>>> + use<'c, T, E, V, F>
 where
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
     E: From<tokio_postgres::Error> + AsError<V>,
 {
-    txretry_core::retry_async!(policy, options = options, async {
+    run(client, policy.clone(), options.clone(), f)
+}
+
+/// The runner proper. It owns its policy and options, so its future borrows nothing of
+/// the caller's but the client and `f`.
+async fn run<T, E, V, F>(
+    client: &mut Client,
+    policy: RetryPolicy,
+    options: TxOptions,
+    mut f: F,
+) -> Result<T, TxError<E>>
+where
+    F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
+    E: From<tokio_postgres::Error> + AsError<V>,
+{
+    let mut state = RetryState::new(&policy, &options);
+    txretry_core::retry_async!(state, admission = &options, async {
         let level = options.get_isolation();
         let typed = level.and_then(typed_level);
         let mut tx = begin(client, typed, options.is_read_only())
             .await
             .map_err(|e| {
                 let closed = e.is_closed();
-                after_failure(policy, E::from(e), closed, true)
+                after_failure(&policy, E::from(e), closed, true)
             })?;
         if let (Some(level), None) = (level, typed) {
             // A level this version of tokio-postgres has no typed option for: the standard
@@ -208,7 +275,7 @@ where
             if let Err(e) = tx.batch_execute(&set).await {
                 let rolled_back = tx.rollback().await.is_ok();
                 return Err(after_failure(
-                    policy,
+                    &policy,
                     E::from(e),
                     client.is_closed(),
                     rolled_back,
@@ -216,11 +283,23 @@ where
             }
         }
         match f(&mut tx).await {
-            Ok(value) => match tx.commit().await {
-                Ok(()) => Ok(value),
-                Err(e) => {
-                    let failure = TxFailure::at_commit(policy, E::from(e));
-                    if client.is_closed() || failure.discards_connection() {
+            Ok(value) => match commit(tx).await {
+                Committed::Yes => Ok(value),
+                Committed::Aborted(e) => {
+                    // The closure swallowed an error; nothing was committed, and the
+                    // transaction is still open: roll it back.
+                    let closed = client.is_closed();
+                    let rolled_back = !closed && client.batch_execute("ROLLBACK").await.is_ok();
+                    Err(after_failure(&policy, E::from(e), closed, rolled_back))
+                }
+                Committed::Failed(e) => {
+                    let failure = TxFailure::at_commit(&policy, extract, E::from(e));
+                    // If the `SELECT` failed for another reason (a statement timeout), the
+                    // COMMIT never ran and the transaction is still open; if the COMMIT
+                    // failed, the server already ended it and this ROLLBACK only warns.
+                    let cleaned =
+                        !client.is_closed() && client.batch_execute("ROLLBACK").await.is_ok();
+                    if !cleaned || failure.discards_connection() {
                         Err(failure.ends_retrying())
                     } else {
                         Err(failure)
@@ -229,10 +308,39 @@ where
             },
             Err(e) => {
                 let rolled_back = tx.rollback().await.is_ok();
-                Err(after_failure(policy, e, client.is_closed(), rolled_back))
+                Err(after_failure(&policy, e, client.is_closed(), rolled_back))
             }
         }
     })
+}
+
+/// How a COMMIT went.
+enum Committed {
+    Yes,
+    /// The transaction was already aborted (a swallowed error); the COMMIT never ran.
+    Aborted(tokio_postgres::Error),
+    /// The COMMIT itself failed: what that means is for the commit boundary to judge.
+    Failed(tokio_postgres::Error),
+}
+
+/// Commits with `SELECT 1; COMMIT` in one simple-query round trip. Postgres answers a
+/// plain COMMIT of an aborted transaction with a ROLLBACK tag and no error, which
+/// tokio-postgres reports as success; the `SELECT` fails first instead, with `25P02`, and
+/// the rest of the query string is skipped.
+async fn commit(tx: Transaction<'_>) -> Committed {
+    let result = tx.batch_execute("SELECT 1; COMMIT").await;
+    // The transaction is over on the server (committed, or failed at COMMIT), or the caller
+    // rolls it back below: either way its drop must not queue a ROLLBACK of its own, which
+    // would only draw a "there is no transaction in progress" warning. Top-level
+    // transactions own no heap data, so forgetting one leaks nothing.
+    std::mem::forget(tx);
+    match result {
+        Ok(()) => Committed::Yes,
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) => {
+            Committed::Aborted(e)
+        }
+        Err(e) => Committed::Failed(e),
+    }
 }
 
 /// Begins a transaction with tokio-postgres's typed options.
@@ -262,7 +370,7 @@ fn after_failure<E, V>(
 where
     E: AsError<V>,
 {
-    let failure = TxFailure::in_body(policy, error);
+    let failure = TxFailure::in_body(policy, extract, error);
     if closed || !rolled_back || failure.discards_connection() {
         failure.ends_retrying()
     } else {
@@ -308,17 +416,20 @@ mod tests {
     #[test]
     fn a_failure_that_ends_retrying_is_never_retried() {
         let err = io::Error::from(io::ErrorKind::ConnectionReset);
-        let failure = TxFailure::in_body(&RetryPolicy::default(), err).ends_retrying();
+        let failure = TxFailure::in_body(&RetryPolicy::default(), extract, err).ends_retrying();
         assert_eq!(
             failure.classification().verdict,
             Verdict::Transient(TransientKind::Connection)
         );
         let policy = RetryPolicy::builder()
             .retry_on(txretry_core::KindSet::ALL)
-            .idempotent(true)
             .build()
             .unwrap();
-        let mut state = txretry_core::RetryState::new(&policy);
-        assert_eq!(state.after_failure(&failure), None);
+        let options = TxOptions::new().idempotent(true);
+        let mut state = txretry_core::RetryState::new(&policy, &options);
+        assert_eq!(
+            state.after_failure(&failure),
+            txretry_core::Decision::Stop(txretry_core::StopReason::ConnectionUnusable)
+        );
     }
 }

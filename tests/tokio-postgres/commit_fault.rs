@@ -1,0 +1,205 @@
+//! The commit boundary through txretry-testkit's `CommitFaultProxy`: the runner's COMMIT
+//! reaches the server and lands, but the proxy answers it as PgBouncer does when its server
+//! link breaks (FATAL 08P01) and closes the connection. Nobody can tell from that answer
+//! whether the transaction committed, so the verdict is ambiguous and the runner does not
+//! run the closure again — a retry would insert the row twice.
+
+use std::sync::{Arc, Mutex};
+
+use tokio_postgres::error::SqlState;
+use txretry::{
+    KindSet, Outcome, Phase, RetryPolicy, StopReason, TransientKind, TxOptions, Verdict,
+};
+use txretry_testkit::CommitFaultProxy;
+
+use crate::common::*;
+
+/// `CREATE TABLE {name} (note text NOT NULL)`: no key, so a second run would show as a
+/// second row rather than as a unique violation.
+async fn create_notes(client: &tokio_postgres::Client, name: &str) {
+    client
+        .batch_execute(&format!("CREATE TABLE {name} (note text NOT NULL)"))
+        .await
+        .expect("create table");
+}
+
+/// Rows in `name` with `note`, read on a direct connection.
+async fn notes(client: &tokio_postgres::Client, name: &str, note: &str) -> i64 {
+    client
+        .query_one(
+            &format!("SELECT count(*) FROM {name} WHERE note = $1"),
+            &[&note],
+        )
+        .await
+        .expect("count rows")
+        .get(0)
+}
+
+/// A policy of five attempts that retries every kind (connection failures included),
+/// recording retries and give-ups.
+fn retry_everything() -> (RetryPolicy, Seen, Arc<Mutex<Vec<Outcome>>>) {
+    let (builder, seen) = recording(5);
+    let gave_up: Arc<Mutex<Vec<Outcome>>> = Arc::default();
+    let sink = Arc::clone(&gave_up);
+    let policy = builder
+        .retry_on(KindSet::ALL)
+        .on_give_up(move |event| sink.lock().unwrap().push(event.outcome.clone()))
+        .build()
+        .unwrap();
+    (policy, seen, gave_up)
+}
+
+/// What the proxy's fault looks like to the runner's caller: the pooler's own error,
+/// unchanged, judged ambiguous at COMMIT on the first attempt.
+fn assert_ambiguous_commit(err: &txretry::TxError<tokio_postgres::Error>) {
+    assert_eq!(
+        err.error().code(),
+        Some(&SqlState::PROTOCOL_VIOLATION),
+        "{err:?}"
+    );
+    let db = err
+        .error()
+        .as_db_error()
+        .expect("the proxy's ErrorResponse");
+    assert_eq!(db.severity(), "FATAL");
+    assert_eq!(db.message(), "server conn crashed?");
+    // On its own, 08P01 is a connection failure…
+    assert_eq!(
+        txretry::classify(err.error()).verdict,
+        Verdict::Transient(TransientKind::Connection)
+    );
+    // …but at COMMIT it means "may have committed".
+    let outcome = err.outcome();
+    assert!(outcome.may_have_committed(), "{outcome:?}");
+    assert_eq!(outcome.verdict(), Verdict::Ambiguous);
+    assert_eq!(outcome.code(), Some(sqlstate("08P01")));
+    assert_eq!(outcome.phase(), Phase::Commit);
+    assert_eq!(outcome.attempts(), 1);
+    assert_eq!(outcome.history().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_answered_with_08p01_is_ambiguous_and_not_rerun() {
+    let Some(url) = url("tokio_postgres::commit_fault") else {
+        return;
+    };
+    let direct = connect(&url).await;
+    let t = table("tp_commit_fault");
+    create_notes(&direct, &t).await;
+    let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
+
+    let mut client = connect(proxy.url()).await;
+    let (policy, seen, gave_up) = retry_everything();
+    proxy.arm_commit_faults(1);
+    let mut attempts = 0;
+    let err = txretry::tokio_postgres::transaction(&mut client, &policy, async |tx| {
+        attempts += 1;
+        tx.execute(&format!("INSERT INTO {t} VALUES ('order 17')"), &[])
+            .await
+    })
+    .await
+    .expect_err("the proxy answers the COMMIT with 08P01");
+
+    assert_ambiguous_commit(&err);
+    assert_eq!(attempts, 1, "an ambiguous COMMIT is not run again");
+    assert!(retried(&seen).is_empty());
+    assert_eq!(proxy.faults_injected(), 1);
+    assert_eq!(proxy.commits_seen(), 1, "one COMMIT went through the proxy");
+    // The one client is closed: the runner could not have retried on it anyway.
+    assert_eq!(
+        err.outcome().stop_reason(),
+        StopReason::ConnectionUnusable,
+        "{err:?}"
+    );
+    assert_eq!(
+        *gave_up.lock().unwrap(),
+        vec![err.outcome().clone()],
+        "the give-up hook saw the ambiguous outcome once"
+    );
+    assert_eq!(
+        notes(&direct, &t, "order 17").await,
+        1,
+        "the COMMIT landed, exactly once"
+    );
+    drop_tables(&direct, &[&t]).await;
+}
+
+/// An idempotent call may retry an ambiguous COMMIT, but the tokio-postgres runner has one
+/// borrowed client and no way to open another: the fault closed it, so the loop ends with
+/// `ConnectionUnusable` after one attempt. (Retrying an ambiguous commit on a fresh
+/// connection needs a pooled runner, such as `txretry::sqlx`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_call_retries_an_ambiguous_commit() {
+    let Some(url) = url("tokio_postgres::commit_fault_idempotent") else {
+        return;
+    };
+    let direct = connect(&url).await;
+    let t = table("tp_commit_fault_idem");
+    create_notes(&direct, &t).await;
+    let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
+
+    let mut client = connect(proxy.url()).await;
+    let (policy, seen, gave_up) = retry_everything();
+    let options = TxOptions::new().idempotent(true);
+    proxy.arm_commit_faults(1);
+    let mut attempts = 0;
+    let err =
+        txretry::tokio_postgres::transaction_with(&mut client, &policy, &options, async |tx| {
+            attempts += 1;
+            // Idempotent: writes the note only if it is not there yet.
+            tx.execute(
+                &format!(
+                    "INSERT INTO {t} SELECT 'order 18' WHERE NOT EXISTS \
+                 (SELECT 1 FROM {t} WHERE note = 'order 18')"
+                ),
+                &[],
+            )
+            .await
+        })
+        .await
+        .expect_err("the client is closed: no second attempt is possible");
+
+    assert_ambiguous_commit(&err);
+    assert_eq!(attempts, 1);
+    assert_eq!(
+        err.outcome().stop_reason(),
+        StopReason::ConnectionUnusable,
+        "idempotent, but the runner's one client is gone: {err:?}"
+    );
+    assert!(retried(&seen).is_empty(), "no retry was even scheduled");
+    assert_eq!(gave_up.lock().unwrap().len(), 1);
+    assert_eq!(proxy.faults_injected(), 1);
+    assert_eq!(proxy.commits_seen(), 1);
+    for _ in 0..500 {
+        if client.is_closed() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(client.is_closed(), "the proxy closed the connection");
+    assert_eq!(
+        notes(&direct, &t, "order 18").await,
+        1,
+        "the COMMIT landed, exactly once"
+    );
+
+    // What the caller does next: a fresh client, the same idempotent call. It commits, and
+    // the note is still there once.
+    let mut fresh = connect(proxy.url()).await;
+    let inserted =
+        txretry::tokio_postgres::transaction_with(&mut fresh, &policy, &options, async |tx| {
+            tx.execute(
+                &format!(
+                    "INSERT INTO {t} SELECT 'order 18' WHERE NOT EXISTS \
+                 (SELECT 1 FROM {t} WHERE note = 'order 18')"
+                ),
+                &[],
+            )
+            .await
+        })
+        .await
+        .expect("the proxy is disarmed");
+    assert_eq!(inserted, 0, "the first COMMIT had landed");
+    assert_eq!(notes(&direct, &t, "order 18").await, 1);
+    drop_tables(&direct, &[&t]).await;
+}
