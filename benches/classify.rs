@@ -6,8 +6,10 @@
 //! code returns them:
 //! - `typed sqlite 517`: `rusqlite::Error::SqliteFailure(ffi::Error::new(517), None)`
 //!   (SQLITE_BUSY_SNAPSHOT), which the rusqlite adapter's registered extractor reads;
-//! - `message 200 B`: a message-only error of 200 bytes starting with
-//!   "Deadlock found when trying to get lock";
+//! - `message 200 B`: a message-only error of 200 bytes starting with the server's own text
+//!   for error 1213, "Deadlock found when trying to get lock; try restarting transaction"
+//!   (MySQL and MariaDB print the same; the message fallback matches only such exact driver
+//!   phrases, case included);
 //! - `message 1 MB`: the same phrase at the start of a 1 MiB message;
 //! - `permanent 200 B`: a message-only error of 200 bytes with no transient phrase.
 //!
@@ -83,9 +85,10 @@ struct Input {
 
 fn inputs() -> Vec<Input> {
     const DEADLOCK: &str = "Deadlock found when trying to get lock; try restarting transaction";
+    // The fallback reports the driver phrase it matched, not the whole message.
     let deadlock = Classification::new(
         Verdict::Transient(TransientKind::Deadlock),
-        Some(Code::Message("deadlock")),
+        Some(Code::Message("Deadlock found when trying to get lock")),
     );
     vec![
         Input {

@@ -8,7 +8,10 @@ Goodput = committed transactions per second. Usage:
     cargo build --release -p txretry-lab
     python3 scripts/pg-sweep.py --url postgres://postgres@127.0.0.1:5432/test --duration 10
 
-Prints a Markdown table on stdout and writes the raw runs as JSON with --raw FILE.
+Prints a Markdown table on stdout and writes the raw runs as JSON with --raw FILE. Each cell's
+percentage compares it with the best goodput among the *other* cells of the sweep, never with
+itself: the best cell shows more than 100% (its lead over the runner-up), and a sweep of one
+cell has no comparison ("—"). Tests: python3 scripts/test_pg_sweep.py
 """
 
 import argparse
@@ -57,6 +60,25 @@ def run_pgbench(url, clients, rows, duration):
             "retries_per_commit": retries / processed if processed else 0.0, "invariant_ok": True}
 
 
+def percent_of_best_other(values):
+    """Each value as a percentage of the largest of the *other* values.
+
+    A cell is never compared with itself: the best cell shows how far it is ahead of the
+    runner-up (more than 100%), every other cell its share of the best. Returns one entry per
+    value, None where there is no comparison (a single value, or the others are all 0).
+    """
+    result = []
+    for i, value in enumerate(values):
+        others = values[:i] + values[i + 1:]
+        best = max(others, default=0)
+        result.append(100 * value / best if best > 0 else None)
+    return result
+
+
+def format_percent(percent):
+    return "—" if percent is None else f"{percent:.0f}%"
+
+
 def run_lab(lab, url, workers, rows, duration):
     out = subprocess.run(
         [lab, "--db", url, "--workload", "hot-rows", "--rows", str(rows),
@@ -86,22 +108,25 @@ def main():
         with open(a.raw, "w") as f:
             json.dump(runs, f, indent=1)
 
-    best = max(r["tps"] for r in runs)
+    percents = percent_of_best_other([r["tps"] for r in runs])
     policies = list(dict.fromkeys(r["policy"] for r in runs))
     workers = list(dict.fromkeys(r["workers"] for r in runs))
-    by = {(r["policy"], r["workers"]): r for r in runs}
-    print(f"Goodput (commits/s) and retries per commit; best anywhere = {best:.0f} commits/s.\n")
+    by = {(r["policy"], r["workers"]): (r, pct) for r, pct in zip(runs, percents)}
+    print("Goodput (commits/s) (percentage of the best goodput among the *other* cells of this "
+          "sweep: the best cell shows its lead over the runner-up, above 100%), "
+          "retries per commit.\n")
     print("| policy | " + " | ".join(f"{w} workers" for w in workers) + " |")
     print("|---|" + "---|" * len(workers))
     for pol in policies:
         cells = []
         for w in workers:
-            r = by.get((pol, w))
-            if r is None:
+            cell = by.get((pol, w))
+            if cell is None:
                 cells.append("–")
                 continue
+            r, pct = cell
             ok = "" if r.get("invariant_ok", True) else " INVARIANT FAILED"
-            cells.append(f"{r['tps']:.0f} ({100 * r['tps'] / best:.0f}%), {r['retries_per_commit']:.2f}{ok}")
+            cells.append(f"{r['tps']:.0f} ({format_percent(pct)}), {r['retries_per_commit']:.2f}{ok}")
         print(f"| {pol} | " + " | ".join(cells) + " |")
 
 

@@ -161,12 +161,20 @@ mod tests {
         let counter = RetryCounter::default();
         let ours = Preset::Default.policy(&counter, &Admission::per_key());
         let theirs = RetryPolicy::default();
-        let v = Verdict::Transient(TransientKind::Deadlock);
-        for attempt in 1..=3 {
-            assert_eq!(
-                ours.decide(v, attempt, Duration::ZERO, 0.5),
-                theirs.decide(v, attempt, Duration::ZERO, 0.5)
-            );
+        for v in [
+            Verdict::Transient(TransientKind::Deadlock),
+            Verdict::Ambiguous,
+            Verdict::Permanent,
+        ] {
+            for idempotent in [false, true] {
+                for attempt in 1..=3 {
+                    assert_eq!(
+                        ours.decide(v, idempotent, attempt, Duration::ZERO, 0.5),
+                        theirs.decide(v, idempotent, attempt, Duration::ZERO, 0.5),
+                        "{v:?}, idempotent {idempotent}, attempt {attempt}"
+                    );
+                }
+            }
         }
     }
 }

@@ -246,12 +246,14 @@ where
                 tally.committed_keys.push(key);
                 ctx.live.committed.fetch_add(1, Ordering::Relaxed);
             }
-            Err(TxError::InsufficientFunds { .. }) => {
+            Err(e) if matches!(e.error(), TxError::InsufficientFunds { .. }) => {
                 tally.business_failed += 1;
                 ctx.live.errors.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
-                tally.record_failure(ctx.policy.classify(&e).verdict);
+                // The runner's own verdict on the last attempt (ambiguous when a COMMIT
+                // may have landed), not a second classification of the error.
+                tally.record_failure(e.outcome().verdict());
                 ctx.live.errors.fetch_add(1, Ordering::Relaxed);
             }
         }

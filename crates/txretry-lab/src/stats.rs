@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use txretry::{TransientKind, Verdict};
 
-/// Name used for retries of a failure that had no transient kind (an ambiguous commit
-/// retried because the policy was declared idempotent; the lab's presets never do).
+/// Name used for retries of a failure that had no transient kind (an ambiguous commit,
+/// retried only for a call declared idempotent with `TxOptions::idempotent(true)`; the lab
+/// never declares its transactions idempotent), and for transactions that failed with an
+/// ambiguous verdict (a COMMIT that may have landed).
 pub const AMBIGUOUS: &str = "ambiguous";
 
 /// Retries by kind, counted from the policy's `on_retry` hook. Clones share the counts.
