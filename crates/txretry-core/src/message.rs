@@ -139,13 +139,19 @@ mod tests {
 
     #[test]
     fn postgres_deadlock_detected_matches() {
-        assert_eq!(kind("error returned from database: deadlock detected", EXACT), Some(Deadlock));
+        assert_eq!(
+            kind("error returned from database: deadlock detected", EXACT),
+            Some(Deadlock)
+        );
     }
 
     #[test]
     fn mysql_deadlock_found_matches() {
         assert_eq!(
-            kind("Deadlock found when trying to get lock; try restarting transaction", EXACT),
+            kind(
+                "Deadlock found when trying to get lock; try restarting transaction",
+                EXACT
+            ),
             Some(Deadlock)
         );
     }
@@ -153,16 +159,25 @@ mod tests {
     #[test]
     fn mysql_lock_wait_timeout_matches() {
         assert_eq!(
-            kind("Lock wait timeout exceeded; try restarting transaction", EXACT),
+            kind(
+                "Lock wait timeout exceeded; try restarting transaction",
+                EXACT
+            ),
             Some(LockTimeout)
         );
     }
 
     #[test]
     fn postgres_lock_timeout_phrases_match() {
-        assert_eq!(kind("canceling statement due to lock timeout", EXACT), Some(LockTimeout));
         assert_eq!(
-            kind("could not obtain lock on row in relation \"account\"", EXACT),
+            kind("canceling statement due to lock timeout", EXACT),
+            Some(LockTimeout)
+        );
+        assert_eq!(
+            kind(
+                "could not obtain lock on row in relation \"account\"",
+                EXACT
+            ),
             Some(LockTimeout)
         );
     }
@@ -178,7 +193,10 @@ mod tests {
     #[test]
     fn sqlite_busy_and_locked_match() {
         assert_eq!(kind("database is locked", EXACT), Some(Busy));
-        assert_eq!(kind("database table is locked: account", EXACT), Some(Locked));
+        assert_eq!(
+            kind("database table is locked: account", EXACT),
+            Some(Locked)
+        );
     }
 
     #[test]
@@ -197,8 +215,14 @@ mod tests {
     #[test]
     fn loose_matches_the_seed_patterns_in_any_case() {
         assert_eq!(kind("customer reports a DEADLOCK", LOOSE), Some(Deadlock));
-        assert_eq!(kind("a Lock Wait Timeout upstream", LOOSE), Some(LockTimeout));
-        assert_eq!(kind("Serialization Failure", LOOSE), Some(SerializationFailure));
+        assert_eq!(
+            kind("a Lock Wait Timeout upstream", LOOSE),
+            Some(LockTimeout)
+        );
+        assert_eq!(
+            kind("Serialization Failure", LOOSE),
+            Some(SerializationFailure)
+        );
         assert_eq!(kind("order 17 not found", LOOSE), None);
     }
 

@@ -66,7 +66,10 @@ pub struct Outcome {
 
 impl Outcome {
     pub(crate) fn new(history: Vec<AttemptFailure>, stop: StopReason) -> Self {
-        debug_assert!(!history.is_empty(), "an outcome records at least one failure");
+        debug_assert!(
+            !history.is_empty(),
+            "an outcome records at least one failure"
+        );
         Outcome { history, stop }
     }
 
@@ -169,7 +172,11 @@ pub struct TxError<E> {
 }
 
 impl<E> TxError<E> {
-    pub(crate) fn new(error: E, outcome: Outcome, as_error: fn(&E) -> &(dyn Error + 'static)) -> Self {
+    pub(crate) fn new(
+        error: E,
+        outcome: Outcome,
+        as_error: fn(&E) -> &(dyn Error + 'static),
+    ) -> Self {
         TxError {
             error,
             outcome,

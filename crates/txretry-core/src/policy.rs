@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::event::{GiveUpHook, RetryHook};
 use crate::{
-    Scope,
-    Admission, Backoff, Classification, Classifier, GiveUpEvent, Jitter, KindSet, RetryEvent, Verdict,
+    Admission, Backoff, Classification, Classifier, GiveUpEvent, Jitter, KindSet, RetryEvent,
+    Scope, Verdict,
 };
 
 /// How a transaction is retried: how many attempts, how long to wait, what counts as
@@ -44,6 +44,7 @@ pub struct RetryPolicy {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     max_attempts: u32,
     backoff: Backoff,
@@ -220,21 +221,10 @@ impl RetryPolicy {
     /// Cheap (one allocation); meant per operation, e.g. per tool invocation.
     #[must_use]
     pub fn with_scope(&self, scope: Scope) -> RetryPolicy {
-        let p = &*self.inner;
+        let mut inner = (*self.inner).clone();
+        inner.scope = Some(scope);
         RetryPolicy {
-            inner: Arc::new(Inner {
-                max_attempts: p.max_attempts,
-                backoff: p.backoff,
-                max_delay: p.max_delay,
-                jitter: p.jitter,
-                max_elapsed: p.max_elapsed,
-                retry_on: p.retry_on,
-                classifier: p.classifier.clone(),
-                on_retry: p.on_retry.clone(),
-                on_give_up: p.on_give_up.clone(),
-                admission: p.admission.clone(),
-                scope: Some(scope),
-            }),
+            inner: Arc::new(inner),
         }
     }
 

@@ -58,7 +58,11 @@ fn a_connection_class_code_at_commit_is_ambiguous() {
     // a terminated backend answers 57P01. Neither says "not committed".
     for code in ["08P01", "08006", "57P01", "57P02"] {
         let failure = at_commit(ServerError(code));
-        assert_eq!(failure.classification().verdict, Verdict::Ambiguous, "{code}");
+        assert_eq!(
+            failure.classification().verdict,
+            Verdict::Ambiguous,
+            "{code}"
+        );
         assert!(failure.discards_connection(), "{code}");
     }
 }
@@ -105,7 +109,11 @@ fn a_users_classifier_cannot_keep_a_broken_connection_in_the_pool() {
 }
 
 /// Drives the loop the way a runner does, with a COMMIT that always fails with `code`.
-async fn commits_until_given_up(options: &TxOptions, code: &'static str, succeed_at: u32) -> (u32, Result<(), txretry_core::TxError<ServerError>>) {
+async fn commits_until_given_up(
+    options: &TxOptions,
+    code: &'static str,
+    succeed_at: u32,
+) -> (u32, Result<(), txretry_core::TxError<ServerError>>) {
     let policy = everything();
     let mut state = RetryState::new(&policy, options);
     let mut commits = 0;
@@ -123,7 +131,10 @@ async fn commits_until_given_up(options: &TxOptions, code: &'static str, succeed
 #[tokio::test(start_paused = true)]
 async fn an_ambiguous_commit_runs_once_and_says_it_may_have_committed() {
     let (commits, result) = commits_until_given_up(&TxOptions::new(), "08P01", u32::MAX).await;
-    assert_eq!(commits, 1, "an ambiguous commit must not be retried blindly");
+    assert_eq!(
+        commits, 1,
+        "an ambiguous commit must not be retried blindly"
+    );
     let err = result.unwrap_err();
     let outcome = err.outcome();
     assert!(outcome.may_have_committed());

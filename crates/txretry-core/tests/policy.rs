@@ -195,14 +195,31 @@ fn jitter_at_late_attempts_spreads_below_the_cap() {
                 }
             })
             .collect();
-        assert!(delays.iter().all(|d| *d <= cap), "{jitter:?}: above the cap");
+        assert!(
+            delays.iter().all(|d| *d <= cap),
+            "{jitter:?}: above the cap"
+        );
         let at_cap = delays.iter().filter(|d| **d == cap).count();
-        assert!(at_cap <= 1, "{jitter:?}: {at_cap} of 1000 waits collapsed onto the cap");
+        assert!(
+            at_cap <= 1,
+            "{jitter:?}: {at_cap} of 1000 waits collapsed onto the cap"
+        );
         let mut distinct = delays.clone();
         distinct.sort();
         distinct.dedup();
-        assert!(distinct.len() > 900, "{jitter:?}: only {} distinct waits", distinct.len());
-        let spread = delays.iter().max().unwrap().saturating_sub(*delays.iter().min().unwrap());
-        assert!(spread >= cap / 3, "{jitter:?}: waits spread over only {spread:?}");
+        assert!(
+            distinct.len() > 900,
+            "{jitter:?}: only {} distinct waits",
+            distinct.len()
+        );
+        let spread = delays
+            .iter()
+            .max()
+            .unwrap()
+            .saturating_sub(*delays.iter().min().unwrap());
+        assert!(
+            spread >= cap / 3,
+            "{jitter:?}: waits spread over only {spread:?}"
+        );
     }
 }

@@ -300,9 +300,12 @@ async fn running_out_of_attempts_fires_one_give_up_event_with_the_history() {
         .max_attempts(3)
         .on_give_up(move |e: &GiveUpEvent<'_>| {
             let history: Vec<Verdict> = e.outcome.history().iter().map(|a| a.verdict).collect();
-            sink.lock()
-                .unwrap()
-                .push((e.outcome.attempts(), e.outcome.stop_reason(), history, e.error.to_string()));
+            sink.lock().unwrap().push((
+                e.outcome.attempts(),
+                e.outcome.stop_reason(),
+                history,
+                e.error.to_string(),
+            ));
         })
         .build()
         .unwrap();
