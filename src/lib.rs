@@ -84,6 +84,12 @@ pub use txretry_mysql_async as mysql_async;
 #[cfg(feature = "rusqlite")]
 pub use txretry_rusqlite as rusqlite;
 
+/// Transactional tools for LLM agents (feature `tool`): a [`Toolbox`](tool::Toolbox) whose
+/// every invocation has one retry budget shared by the runners its handler calls, restart
+/// safety, per-attempt timeouts and a fail-closed role/persona/agent gate.
+#[cfg(feature = "tool")]
+pub use txretry_tool as tool;
+
 /// The README's examples, compiled (and the runnable ones run) as doc tests so they cannot
 /// drift from the API.
 #[cfg(all(
@@ -93,7 +99,8 @@ pub use txretry_rusqlite as rusqlite;
     feature = "sqlx-sqlite",
     feature = "tokio-postgres",
     feature = "mysql_async",
-    feature = "rusqlite"
+    feature = "rusqlite",
+    feature = "tool"
 ))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeExamples;

@@ -1,0 +1,84 @@
+//! What a handler is handed for one attempt.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use txretry_core::{RetryPolicy, Scope};
+
+/// What a handler gets with each attempt: the invocation's policy (whose budget every runner
+/// called with it shares), the tool's name, the call's id, and whether this attempt was
+/// cancelled.
+///
+/// Cheap to clone; it owns everything, so it can be moved into `async move` blocks and
+/// runner closures.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    policy: RetryPolicy,
+    attempt: u32,
+    cancelled: Arc<AtomicBool>,
+}
+
+impl ToolContext {
+    pub(crate) fn new(policy: RetryPolicy, attempt: u32, cancelled: Arc<AtomicBool>) -> Self {
+        ToolContext {
+            policy,
+            attempt,
+            cancelled,
+        }
+    }
+
+    /// The invocation's policy: the tool's effective policy (the tool's own, else the
+    /// toolbox's, else `RetryPolicy::default()`), bound to the invocation's one retry
+    /// budget ([`Scope`]) and labelled with the tool's name, the call id and the level the
+    /// policy came from.
+    ///
+    /// Pass it to every txretry runner the handler calls
+    /// (`txretry_sqlx::transaction(&pool, ctx.policy(), …)`, any driver): their retries
+    /// then come out of the invocation's `max_attempts`, so a transaction that deadlocks
+    /// every time runs `max_attempts` times in all, never `max_attempts²`; their retry
+    /// events reach the toolbox's `on_retry` hook with the tool's labels; and a commit is
+    /// recorded, so the invocation never runs the handler again after one.
+    ///
+    /// Its `on_give_up` hook is a no-op: the invocation reports the give-up once, when it
+    /// gives up itself.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.policy
+    }
+
+    fn scope(&self) -> Option<&Scope> {
+        self.policy.scope()
+    }
+
+    /// The tool's name.
+    pub fn tool(&self) -> &str {
+        self.scope().and_then(Scope::tool).unwrap_or_default()
+    }
+
+    /// The id the caller gave this invocation.
+    pub fn call_id(&self) -> &str {
+        self.scope().and_then(Scope::call_id).unwrap_or_default()
+    }
+
+    /// Where the policy came from: `"tool"`, `"toolbox"` or `"default"`.
+    pub fn policy_level(&self) -> &'static str {
+        self.scope().and_then(Scope::level).unwrap_or("default")
+    }
+
+    /// This attempt's number within the invocation, 1-based (the handler's runs; the
+    /// runners' own attempts are counted by them).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Retries left in the invocation's budget, for every loop in it.
+    pub fn retries_left(&self) -> u32 {
+        self.scope().map_or(0, Scope::retries_left)
+    }
+
+    /// Whether this attempt was cancelled: it timed out, or the invocation was dropped.
+    /// An async handler's future is simply dropped then; a blocking handler cannot be
+    /// stopped from outside, and should check this between statements and return early.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,140 @@
+//! Point 2: one budget per invocation. Runners called with `ctx.policy()` draw from it, so a
+//! transaction that fails transiently every time runs `max_attempts` times in total, never
+//! `max_attempts²`, whatever mix of runner-level and handler-level retries happens.
+
+use serde_json::json;
+use txretry_core::{SqliteBegin, StopReason, TransientKind, TxOptions, Verdict};
+use txretry_tool::{BoxError, FailureKind, Tool, ToolContext, Toolbox};
+
+use crate::common::{BUSY, Counter, Db, Events, NoArgs, anyone, failure, fast};
+
+const SCHEMA: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL);
+                      INSERT INTO t VALUES (1, 0);";
+
+/// A tool whose handler runs one transaction through the sqlx runner under `ctx.policy()`
+/// (DEFERRED, so each attempt enters the closure and fails at its UPDATE). When `raw_first`,
+/// its first run writes outside the runner first (a handler-level failure).
+fn runner_tool(
+    pool: &sqlx::SqlitePool,
+    runs: &Counter,
+    tx_attempts: &Counter,
+    raw_first: bool,
+) -> Tool {
+    let (pool, runs, tx_attempts) = (pool.clone(), runs.clone(), tx_attempts.clone());
+    Tool::new("pay", "", move |ctx: ToolContext, _: NoArgs| {
+        let (pool, runs, tx_attempts) = (pool.clone(), runs.clone(), tx_attempts.clone());
+        async move {
+            let run = runs.bump();
+            if raw_first && run == 1 {
+                tx_attempts.bump();
+                sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await?;
+            }
+            let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
+            txretry_sqlx::transaction_with(&pool, ctx.policy(), &deferred, async move |tx| {
+                tx_attempts.bump();
+                sqlx::query("UPDATE t SET v = v + 1")
+                    .execute(&mut **tx)
+                    .await
+                    .map(drop)
+            })
+            .await?;
+            Ok::<_, BoxError>(())
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2_a_transaction_busy_every_time_runs_exactly_max_attempts_times() {
+    let db = Db::new(SCHEMA);
+    let pool = db.pool().await;
+    let holder = db.hold(); // never released
+    let (runs, tx_attempts) = (Counter::default(), Counter::default());
+    let events = Events::default();
+    let toolbox = events
+        .install(Toolbox::builder().policy(fast(3)))
+        .tool(runner_tool(&pool, &runs, &tx_attempts, false))
+        .build()
+        .unwrap();
+
+    let f = failure(toolbox.invoke(&anyone(), "pay", json!({}), "call-9").await);
+
+    assert_eq!(tx_attempts.get(), 3, "3 transaction attempts in all, not 9");
+    assert_eq!(
+        runs.get(),
+        1,
+        "the runner spent the budget; the handler is not run again"
+    );
+    assert_eq!(f.kind(), FailureKind::RetriesExhausted);
+    assert_eq!(f.retries(), 2);
+    // The handler's one failed run, judged by the runner that gave up on it.
+    let attempt = &f.attempts()[0];
+    assert_eq!(attempt.verdict(), Verdict::Transient(TransientKind::Busy));
+    assert_eq!(attempt.code(), BUSY);
+    let runner = attempt.runner_outcome().expect("the runner's outcome");
+    assert_eq!(runner.attempts(), 3);
+    assert_eq!(runner.stop_reason(), StopReason::AttemptsExhausted);
+    // Two retries, both the runner's, labelled with the tool's call.
+    let retries = events.retries();
+    assert_eq!(
+        retries.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert!(
+        retries
+            .iter()
+            .all(|r| r.tool.as_deref() == Some("pay") && r.call_id.as_deref() == Some("call-9"))
+    );
+    assert_eq!(
+        events.give_ups().len(),
+        1,
+        "one final event, from the invocation"
+    );
+    holder.release();
+    assert_eq!(db.scalar("SELECT v FROM t"), 0);
+}
+
+/// One handler-level retry (run 1 fails outside the runner), then the runner's retries:
+/// still `max_attempts` attempts of the work in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2_handler_and_runner_retries_share_one_budget() {
+    let db = Db::new(SCHEMA);
+    let pool = db.pool().await;
+    let holder = db.hold(); // never released
+    let (runs, tx_attempts) = (Counter::default(), Counter::default());
+    let events = Events::default();
+    let toolbox = events
+        .install(Toolbox::builder().policy(fast(4)))
+        .tool(runner_tool(&pool, &runs, &tx_attempts, true))
+        .build()
+        .unwrap();
+
+    let f = failure(toolbox.invoke(&anyone(), "pay", json!({}), "c").await);
+
+    // Run 1: the raw write (1); run 2: the runner's three attempts (the budget's last 2
+    // retries plus its free first attempt).
+    assert_eq!(runs.get(), 2);
+    assert_eq!(
+        tx_attempts.get(),
+        4,
+        "max_attempts attempts of the work in all"
+    );
+    assert_eq!(f.retries(), 3);
+    assert_eq!(f.attempts().len(), 2);
+    assert!(
+        f.attempts()[0].runner_outcome().is_none(),
+        "run 1 failed outside any runner"
+    );
+    assert_eq!(
+        f.attempts()[1].runner_outcome().map(|o| o.attempts()),
+        Some(3)
+    );
+    assert_eq!(
+        events
+            .retries()
+            .iter()
+            .map(|r| r.attempt)
+            .collect::<Vec<_>>(),
+        [1, 1, 2]
+    );
+    holder.release();
+}

@@ -1,0 +1,74 @@
+//! Point 7: the toolbox's hooks receive every retry — the invocation's (the handler runs
+//! again) and the runners' (a transaction runs again) — labelled with the tool, the call id
+//! and the policy level, and one final event when the call gives up.
+
+use serde_json::json;
+use txretry_core::{SqliteBegin, StopReason, TransientKind, TxOptions, Verdict};
+use txretry_tool::{BoxError, FailureKind, Tool, ToolContext, Toolbox};
+
+use crate::common::{BUSY, Counter, Db, Events, NoArgs, anyone, failure, fast};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p7_hooks_get_handler_and_runner_retries_with_labels_and_one_give_up() {
+    let db = Db::new("CREATE TABLE t (v INTEGER NOT NULL); INSERT INTO t VALUES (0);");
+    let pool = db.pool().await;
+    let holder = db.hold(); // never released
+    let runs = Counter::default();
+    let tool = {
+        let (pool, runs) = (pool.clone(), runs.clone());
+        Tool::new("settle", "", move |ctx: ToolContext, _: NoArgs| {
+            let (pool, runs) = (pool.clone(), runs.clone());
+            async move {
+                if runs.bump() == 1 {
+                    // Handler level: outside any runner.
+                    sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await?;
+                }
+                // Runner level.
+                let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
+                txretry_sqlx::transaction_with(&pool, ctx.policy(), &deferred, async |tx| {
+                    sqlx::query("UPDATE t SET v = v + 1")
+                        .execute(&mut **tx)
+                        .await
+                        .map(drop)
+                })
+                .await?;
+                Ok::<_, BoxError>(())
+            }
+        })
+        .retry(fast(3))
+    };
+    let events = Events::default();
+    let toolbox = events
+        .install(Toolbox::builder())
+        .tool(tool)
+        .build()
+        .unwrap();
+
+    let f = failure(
+        toolbox
+            .invoke(&anyone(), "settle", json!({}), "call-42")
+            .await,
+    );
+
+    assert_eq!(f.kind(), FailureKind::RetriesExhausted);
+    let retries = events.retries();
+    // The invocation's retry after run 1, then the runner's after its attempt 1; its
+    // attempt 2 found the budget spent.
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    for retry in &retries {
+        assert_eq!(retry.attempt, 1);
+        assert_eq!(retry.max_attempts, 3);
+        assert_eq!(retry.verdict, Verdict::Transient(TransientKind::Busy));
+        assert_eq!(retry.code, BUSY);
+        assert_eq!(retry.tool.as_deref(), Some("settle"));
+        assert_eq!(retry.call_id.as_deref(), Some("call-42"));
+        assert_eq!(retry.level.as_deref(), Some("tool"));
+    }
+    let give_ups = events.give_ups();
+    assert_eq!(give_ups.len(), 1, "one final event per call: {give_ups:?}");
+    assert_eq!(give_ups[0].tool.as_deref(), Some("settle"));
+    assert_eq!(give_ups[0].call_id.as_deref(), Some("call-42"));
+    assert_eq!(give_ups[0].reason, StopReason::AttemptsExhausted);
+    assert_eq!(give_ups[0].verdict, Verdict::Transient(TransientKind::Busy));
+    holder.release();
+}

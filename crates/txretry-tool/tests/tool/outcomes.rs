@@ -1,0 +1,291 @@
+//! Point 5: outcomes are typed, never inferred from text or payload. A business error and
+//! any `Ok` output surface once, untouched; exhausted retries carry every attempt's error
+//! and kind; a panicking handler is never retried; dropping an invocation cancels it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+use txretry_core::{Phase, TransientKind, TxError, Verdict};
+use txretry_tool::{BoxError, FailureKind, InvokeError, Panicked, Tool, ToolContext, Toolbox};
+
+use crate::common::{BUSY, Counter, Db, NoArgs, anyone, failure, fast, within};
+
+const ORDERS: &str = "CREATE TABLE orders (id INTEGER PRIMARY KEY, status TEXT NOT NULL);
+                      INSERT INTO orders VALUES (1, 'open');";
+
+#[derive(Debug, thiserror::Error)]
+enum OrderError {
+    #[error("order {0} not found")]
+    NotFound(i64),
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Cancel {
+    order_id: i64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p5_business_error_surfaces_once_with_its_own_type() {
+    let db = Db::new(ORDERS);
+    let pool = db.pool().await;
+    let (runs, tx_attempts) = (Counter::default(), Counter::default());
+    let tool = {
+        let (pool, runs, tx_attempts) = (pool.clone(), runs.clone(), tx_attempts.clone());
+        Tool::new("cancel_order", "", move |ctx: ToolContext, args: Cancel| {
+            let (pool, runs, tx_attempts) = (pool.clone(), runs.clone(), tx_attempts.clone());
+            async move {
+                runs.bump();
+                txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                    tx_attempts.bump();
+                    let done = sqlx::query("UPDATE orders SET status = 'cancelled' WHERE id = ?")
+                        .bind(args.order_id)
+                        .execute(&mut **tx)
+                        .await?;
+                    if done.rows_affected() == 0 {
+                        return Err(OrderError::NotFound(args.order_id));
+                    }
+                    Ok(())
+                })
+                .await?;
+                Ok::<_, BoxError>("cancelled")
+            }
+        })
+    };
+    let toolbox = Toolbox::builder()
+        .policy(fast(5))
+        .tool(tool)
+        .build()
+        .unwrap();
+
+    let f = failure(
+        toolbox
+            .invoke(&anyone(), "cancel_order", json!({"order_id": 99}), "c")
+            .await,
+    );
+
+    assert_eq!((runs.get(), tx_attempts.get()), (1, 1));
+    assert_eq!(f.kind(), FailureKind::Business);
+    assert_eq!(f.to_string(), "cancel_order: order 99 not found");
+    let original = f
+        .last_error()
+        .downcast_ref::<TxError<OrderError>>()
+        .expect("the runner's error, boxed as it was");
+    assert!(matches!(original.error(), OrderError::NotFound(99)));
+    assert_eq!(original.outcome().verdict(), Verdict::Permanent);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM orders WHERE status = 'open'"),
+        1
+    );
+}
+
+#[tokio::test]
+async fn p5_ok_output_is_returned_untouched_and_never_inspected() {
+    let runs = Counter::default();
+    let payload = json!({"retryable": true, "error": "deadlock detected", "code": "40P01"});
+    let tool = {
+        let (runs, payload) = (runs.clone(), payload.clone());
+        Tool::new("report", "", move |_ctx: ToolContext, _: NoArgs| {
+            let (runs, payload) = (runs.clone(), payload.clone());
+            async move {
+                runs.bump();
+                Ok::<_, BoxError>(payload)
+            }
+        })
+    };
+    let toolbox = Toolbox::builder()
+        .policy(fast(5))
+        .tool(tool)
+        .build()
+        .unwrap();
+
+    let out = toolbox
+        .invoke(&anyone(), "report", json!({}), "c")
+        .await
+        .unwrap();
+
+    assert_eq!(out, payload);
+    assert_eq!(runs.get(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p5_exhausted_retries_carry_every_attempts_error_and_kind() {
+    let db = Db::new(ORDERS);
+    let pool = db.pool().await;
+    let holder = db.hold(); // never released
+    let tool = {
+        let pool = pool.clone();
+        Tool::new("close_all", "", move |_ctx: ToolContext, _: NoArgs| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query("UPDATE orders SET status = 'closed'")
+                    .execute(&pool)
+                    .await?;
+                Ok::<_, BoxError>(())
+            }
+        })
+    };
+    let toolbox = Toolbox::builder()
+        .policy(fast(3))
+        .tool(tool)
+        .build()
+        .unwrap();
+
+    let f = failure(toolbox.invoke(&anyone(), "close_all", json!({}), "c").await);
+
+    assert_eq!(f.kind(), FailureKind::RetriesExhausted);
+    assert_eq!(f.attempts().len(), 3);
+    for attempt in f.attempts() {
+        assert_eq!(attempt.kind(), Some(TransientKind::Busy));
+        assert_eq!(attempt.code(), BUSY);
+        assert_eq!(attempt.phase(), Phase::Body);
+        let original = attempt
+            .error()
+            .downcast_ref::<sqlx::Error>()
+            .expect("the driver's own error");
+        assert!(original.as_database_error().is_some(), "{original}");
+    }
+    assert_eq!(f.outcome().attempts(), 3);
+    assert!(
+        !f.to_string().contains("database is locked"),
+        "driver text is not shown to the model: {f}"
+    );
+    holder.release();
+}
+
+#[tokio::test]
+async fn p5_a_panicking_handler_runs_once_async_and_blocking() {
+    let (async_runs, blocking_runs) = (Counter::default(), Counter::default());
+    let async_tool = {
+        let runs = async_runs.clone();
+        Tool::new("async_boom", "", move |_ctx: ToolContext, _: NoArgs| {
+            let runs = runs.clone();
+            async move {
+                runs.bump();
+                if runs.get() > 0 {
+                    panic!("boom");
+                }
+                Ok::<_, BoxError>(())
+            }
+        })
+    };
+    let blocking_tool = {
+        let runs = blocking_runs.clone();
+        Tool::blocking("blocking_boom", "", move |_ctx: ToolContext, _: NoArgs| {
+            runs.bump();
+            if runs.get() > 0 {
+                panic!("boom");
+            }
+            Ok::<_, BoxError>(())
+        })
+    };
+    let toolbox = Toolbox::builder()
+        .policy(fast(5))
+        .tool(async_tool)
+        .tool(blocking_tool)
+        .build()
+        .unwrap();
+
+    for name in ["async_boom", "blocking_boom"] {
+        let f = failure(toolbox.invoke(&anyone(), name, json!({}), "c").await);
+        assert_eq!(f.kind(), FailureKind::Panicked, "{name}");
+        assert!(f.attempts()[0].panicked());
+        assert_eq!(
+            f.last_error()
+                .downcast_ref::<Panicked>()
+                .map(Panicked::message),
+            Some("boom")
+        );
+        assert_eq!(f.to_string(), format!("{name}: internal error in the tool"));
+    }
+    assert_eq!((async_runs.get(), blocking_runs.get()), (1, 1));
+}
+
+/// Dropping the invocation drops the running attempt: its transaction is rolled back and
+/// the write lock it held is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p5_dropping_the_invocation_cancels_the_attempt() {
+    let db = Db::new(ORDERS);
+    let pool = db.pool().await;
+    let inside = Arc::new(tokio::sync::Notify::new());
+    let dropped = Arc::new(AtomicBool::new(false));
+    struct Flag(Arc<AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let tool = {
+        let (pool, inside, dropped) = (pool.clone(), inside.clone(), dropped.clone());
+        Tool::new("stall", "", move |ctx: ToolContext, _: NoArgs| {
+            let (pool, inside, dropped) = (pool.clone(), inside.clone(), dropped.clone());
+            async move {
+                let _flag = Flag(dropped);
+                txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                    sqlx::query("INSERT INTO orders VALUES (2, 'open')")
+                        .execute(&mut **tx)
+                        .await?;
+                    inside.notify_one();
+                    std::future::pending::<()>().await;
+                    Ok::<_, sqlx::Error>(())
+                })
+                .await?;
+                Ok::<_, BoxError>(())
+            }
+        })
+    };
+    let toolbox = Toolbox::builder().tool(tool).build().unwrap();
+
+    let caller = anyone();
+    within(async {
+        tokio::select! {
+            result = toolbox.invoke(&caller, "stall", json!({}), "c") => panic!("finished: {result:?}"),
+            () = inside.notified() => {}
+        }
+    })
+    .await;
+
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the attempt's future was dropped"
+    );
+    // Another writer gets the lock (waiting for the rollback if it is still in progress),
+    // and the stalled insert is not there.
+    let conn = db.conn();
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK;").unwrap();
+    assert_eq!(db.scalar("SELECT count(*) FROM orders"), 1);
+}
+
+#[tokio::test]
+async fn p5_output_that_cannot_be_serialized_is_reported_not_retried() {
+    let runs = Counter::default();
+    let tool = {
+        let runs = runs.clone();
+        Tool::new("odd", "", move |_ctx: ToolContext, _: NoArgs| {
+            let runs = runs.clone();
+            async move {
+                runs.bump();
+                // JSON object keys must be strings.
+                let map: std::collections::HashMap<(i32, i32), i32> = [((1, 2), 3)].into();
+                Ok::<_, BoxError>(map)
+            }
+        })
+    };
+    let toolbox = Toolbox::builder()
+        .policy(fast(5))
+        .tool(tool)
+        .build()
+        .unwrap();
+
+    let err = toolbox
+        .invoke(&anyone(), "odd", json!({}), "c")
+        .await
+        .unwrap_err();
+
+    assert!(matches!(err, InvokeError::InvalidOutput { .. }), "{err:?}");
+    assert_eq!(runs.get(), 1);
+}

@@ -1,0 +1,327 @@
+//! The server path, on PostgreSQL (TXRETRY_POSTGRES_URL; skipped without a server unless
+//! TXRETRY_REQUIRE_DB=1): real deadlocks (40P01) from two sessions locking two rows in
+//! opposite order, and real lock timeouts (55P03).
+
+use serde_json::json;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use tokio::sync::{mpsc, oneshot};
+use txretry_core::{Code, SqlState, TransientKind, Verdict};
+use txretry_tool::{BoxError, FailureKind, Tool, ToolContext, Toolbox};
+
+use crate::common::{Counter, Events, NoArgs, anyone, failure, fast, within};
+
+async fn setup(test: &str) -> Option<(String, PgPool)> {
+    let url = txretry_testkit::postgres_url(test)?;
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&url)
+        .await
+        .unwrap();
+    Some((url, pool))
+}
+
+/// SQL with a table name from `unique_name` (ASCII letters, digits, `_`) spliced in.
+fn sql(text: String) -> AssertSqlSafe<String> {
+    AssertSqlSafe(text)
+}
+
+async fn exec<'e>(executor: impl sqlx::PgExecutor<'e>, text: String) {
+    sqlx::raw_sql(sql(text)).execute(executor).await.unwrap();
+}
+
+fn sqlstate(code: &str) -> Option<Code> {
+    Some(Code::SqlState(SqlState::new(code).unwrap()))
+}
+
+/// The other session of a deadlock. For each request it takes row 2, says so, then asks
+/// for row 1 (held by the requester, who then asks for row 2: a cycle). Its
+/// deadlock_timeout is long, so the requester (100 ms) is the one Postgres aborts; then it
+/// gets row 1 and rolls back, leaving the rows as they were.
+fn partner(
+    url: &str,
+    table: &str,
+) -> (
+    mpsc::Sender<oneshot::Sender<()>>,
+    Counter,
+    tokio::task::JoinHandle<()>,
+) {
+    let (go, mut requests) = mpsc::channel::<oneshot::Sender<()>>(1);
+    let rounds = Counter::default();
+    let task = tokio::spawn({
+        let (url, t, rounds) = (url.to_owned(), table.to_owned(), rounds.clone());
+        async move {
+            let mut conn = PgConnection::connect(&url).await.unwrap();
+            while let Some(ready) = requests.recv().await {
+                rounds.bump();
+                exec(&mut conn, format!("BEGIN; SET LOCAL deadlock_timeout = '10s'; UPDATE {t} SET v = v + 1 WHERE id = 2")).await;
+                ready.send(()).unwrap();
+                exec(&mut conn, format!("UPDATE {t} SET v = v + 1 WHERE id = 1")).await;
+                exec(&mut conn, "ROLLBACK".to_owned()).await;
+            }
+        }
+    });
+    (go, rounds, task)
+}
+
+/// Row 1, then (after the partner took row 2) row 2: the deadlock victim.
+async fn opposite_order(
+    conn: &mut PgConnection,
+    t: &str,
+    go: Option<&mpsc::Sender<oneshot::Sender<()>>>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("SET LOCAL deadlock_timeout = '100ms'")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(sql(format!("UPDATE {t} SET v = v + 10 WHERE id = 1")))
+        .execute(&mut *conn)
+        .await?;
+    if let Some(go) = go {
+        let (ready, partner_holds_row_2) = oneshot::channel();
+        go.send(ready).await.unwrap();
+        partner_holds_row_2.await.unwrap();
+    }
+    sqlx::query(sql(format!("UPDATE {t} SET v = v + 10 WHERE id = 2")))
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+async fn values(pool: &PgPool, t: &str) -> Vec<i32> {
+    sqlx::query_scalar(sql(format!("SELECT v FROM {t} ORDER BY id")))
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2_postgres_deadlock_every_time_runs_the_transaction_exactly_max_attempts_times() {
+    let Some((url, pool)) = setup("tool p2 postgres deadlock").await else {
+        return;
+    };
+    let t = txretry_testkit::unique_name("tool_deadlock");
+    exec(&pool, format!("CREATE TABLE {t} (id int PRIMARY KEY, v int NOT NULL); INSERT INTO {t} VALUES (1, 0), (2, 0)")).await;
+    let (go, rounds, partner_task) = partner(&url, &t);
+    let (runs, tx_attempts) = (Counter::default(), Counter::default());
+    let tool = {
+        let (pool, t, go, runs, tx_attempts) = (
+            pool.clone(),
+            t.clone(),
+            go.clone(),
+            runs.clone(),
+            tx_attempts.clone(),
+        );
+        Tool::new("swap", "", move |ctx: ToolContext, _: NoArgs| {
+            let (pool, t, go, runs, tx_attempts) = (
+                pool.clone(),
+                t.clone(),
+                go.clone(),
+                runs.clone(),
+                tx_attempts.clone(),
+            );
+            async move {
+                runs.bump();
+                txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                    tx_attempts.bump();
+                    opposite_order(tx, &t, Some(&go)).await
+                })
+                .await?;
+                Ok::<_, BoxError>(())
+            }
+        })
+    };
+    let events = Events::default();
+    let toolbox = events
+        .install(Toolbox::builder().policy(fast(3)))
+        .tool(tool)
+        .build()
+        .unwrap();
+
+    let f = failure(within(toolbox.invoke(&anyone(), "swap", json!({}), "pg-1")).await);
+
+    assert_eq!(
+        tx_attempts.get(),
+        3,
+        "3 transaction attempts in all, never 9"
+    );
+    assert_eq!(rounds.get(), 3, "each attempt really deadlocked");
+    assert_eq!(runs.get(), 1);
+    assert_eq!(f.kind(), FailureKind::RetriesExhausted);
+    assert_eq!(
+        f.attempts()[0].verdict(),
+        Verdict::Transient(TransientKind::Deadlock)
+    );
+    assert_eq!(f.attempts()[0].code(), sqlstate("40P01"));
+    let codes: Vec<_> = events
+        .retries()
+        .iter()
+        .map(|r| (r.attempt, r.code))
+        .collect();
+    assert_eq!(codes, [(1, sqlstate("40P01")), (2, sqlstate("40P01"))]);
+    assert_eq!(values(&pool, &t).await, [0, 0], "every attempt rolled back");
+    drop((go, toolbox));
+    partner_task.await.unwrap();
+    exec(&pool, format!("DROP TABLE {t}")).await;
+}
+
+/// The handler's own transaction (no runner) is the victim once; the invocation runs the
+/// handler again, which commits; the change is in the database once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_deadlock_once_in_the_handler_then_success_writes_once() {
+    let Some((url, pool)) = setup("tool postgres deadlock once").await else {
+        return;
+    };
+    let t = txretry_testkit::unique_name("tool_deadlock_once");
+    exec(&pool, format!("CREATE TABLE {t} (id int PRIMARY KEY, v int NOT NULL); INSERT INTO {t} VALUES (1, 0), (2, 0)")).await;
+    let (go, rounds, partner_task) = partner(&url, &t);
+    let runs = Counter::default();
+    let tool = {
+        let (pool, t, go, runs) = (pool.clone(), t.clone(), go.clone(), runs.clone());
+        Tool::new("swap", "", move |_ctx: ToolContext, _: NoArgs| {
+            let (pool, t, go, runs) = (pool.clone(), t.clone(), go.clone(), runs.clone());
+            async move {
+                let run = runs.bump();
+                let mut tx = pool.begin().await?;
+                opposite_order(&mut tx, &t, (run == 1).then_some(&go)).await?;
+                tx.commit().await?;
+                Ok::<_, BoxError>(run)
+            }
+        })
+    };
+    let events = Events::default();
+    let toolbox = events
+        .install(Toolbox::builder().policy(fast(3)))
+        .tool(tool)
+        .build()
+        .unwrap();
+
+    let out = within(toolbox.invoke(&anyone(), "swap", json!({}), "pg-2"))
+        .await
+        .unwrap();
+
+    assert_eq!(out, json!(2));
+    assert_eq!((runs.get(), rounds.get()), (2, 1));
+    assert_eq!(
+        values(&pool, &t).await,
+        [10, 10],
+        "the change is in the database once"
+    );
+    let retries = events.retries();
+    assert_eq!(retries.len(), 1);
+    assert_eq!(
+        (retries[0].attempt, retries[0].code),
+        (1, sqlstate("40P01"))
+    );
+    assert_eq!(retries[0].level.as_deref(), Some("toolbox"));
+    drop((go, toolbox));
+    partner_task.await.unwrap();
+    exec(&pool, format!("DROP TABLE {t}")).await;
+}
+
+/// Tx1 commits through the runner; tx2 (outside any runner) hits a real lock timeout
+/// (55P03): the handler is not run again, tx1 is in the database once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p3_postgres_committed_work_is_not_rerun_after_a_lock_timeout() {
+    let Some((url, pool)) = setup("tool p3 postgres").await else {
+        return;
+    };
+    let t = txretry_testkit::unique_name("tool_committed");
+    exec(&pool, format!("CREATE TABLE {t} (id int PRIMARY KEY, v int NOT NULL); INSERT INTO {t} VALUES (1, 0); CREATE TABLE {t}_log (note text NOT NULL)")).await;
+    let mut holder = PgConnection::connect(&url).await.unwrap();
+    exec(
+        &mut holder,
+        format!("BEGIN; SELECT * FROM {t} WHERE id = 1 FOR UPDATE"),
+    )
+    .await;
+    let runs = Counter::default();
+    let tool = {
+        let (pool, t, runs) = (pool.clone(), t.clone(), runs.clone());
+        Tool::new("ship", "", move |ctx: ToolContext, _: NoArgs| {
+            let (pool, t, runs) = (pool.clone(), t.clone(), runs.clone());
+            async move {
+                runs.bump();
+                let log = t.clone();
+                txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                    sqlx::query(sql(format!("INSERT INTO {log}_log VALUES ('tx1')")))
+                        .execute(&mut **tx)
+                        .await
+                        .map(drop)
+                })
+                .await?;
+                let mut tx = pool.begin().await?;
+                sqlx::query("SET LOCAL lock_timeout = '50ms'")
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(sql(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")))
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok::<_, BoxError>(())
+            }
+        })
+    };
+    let toolbox = Toolbox::builder()
+        .policy(fast(5))
+        .tool(tool)
+        .build()
+        .unwrap();
+
+    let f = failure(within(toolbox.invoke(&anyone(), "ship", json!({}), "pg-3")).await);
+
+    assert_eq!(runs.get(), 1);
+    assert_eq!(f.kind(), FailureKind::NotRestartable);
+    assert_eq!(f.attempts()[0].code(), sqlstate("55P03"));
+    assert!(f.committed());
+    let logged: i64 = sqlx::query_scalar(sql(format!("SELECT count(*) FROM {t}_log")))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(logged, 1, "tx1 once");
+    exec(&mut holder, "ROLLBACK".to_owned()).await;
+    exec(&pool, format!("DROP TABLE {t}; DROP TABLE {t}_log")).await;
+}
+
+/// A constraint the server checks (23505) is a business outcome: once, with its message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_unique_violation_surfaces_once() {
+    let Some((_, pool)) = setup("tool postgres unique").await else {
+        return;
+    };
+    let t = txretry_testkit::unique_name("tool_unique");
+    exec(
+        &pool,
+        format!("CREATE TABLE {t} (id int PRIMARY KEY); INSERT INTO {t} VALUES (1)"),
+    )
+    .await;
+    let tx_attempts = Counter::default();
+    let tool = {
+        let (pool, t, tx_attempts) = (pool.clone(), t.clone(), tx_attempts.clone());
+        Tool::new("add", "", move |ctx: ToolContext, _: NoArgs| {
+            let (pool, t, tx_attempts) = (pool.clone(), t.clone(), tx_attempts.clone());
+            async move {
+                txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                    tx_attempts.bump();
+                    sqlx::query(sql(format!("INSERT INTO {t} VALUES (1)")))
+                        .execute(&mut **tx)
+                        .await
+                        .map(drop)
+                })
+                .await?;
+                Ok::<_, BoxError>(())
+            }
+        })
+    };
+    let toolbox = Toolbox::builder()
+        .policy(fast(5))
+        .tool(tool)
+        .build()
+        .unwrap();
+
+    let f = failure(toolbox.invoke(&anyone(), "add", json!({}), "pg-4").await);
+
+    assert_eq!(tx_attempts.get(), 1);
+    assert_eq!(f.kind(), FailureKind::Business);
+    assert_eq!(f.attempts()[0].code(), sqlstate("23505"));
+    assert!(f.to_string().contains("duplicate key value"), "{f}");
+    exec(&pool, format!("DROP TABLE {t}")).await;
+}
