@@ -108,7 +108,7 @@ async fn business_error_mentioning_deadlock_runs_once() {
     assert!(matches!(err.error(), TransferError::Refused), "{err:?}");
     assert!(err.to_string().contains("Deadlock"), "{err}");
     assert_eq!(attempts, 1, "a business error is never retried");
-    assert!(retried(&seen).is_empty());
+    assert!(seen.retried().is_empty());
     assert_outcome(
         &err,
         Verdict::Permanent,

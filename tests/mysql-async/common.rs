@@ -1,13 +1,10 @@
 //! Shared helpers: pools, tables, a recording policy, lock-wait polling.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
 use mysql_async::prelude::*;
-use mysql_async::{Conn, Pool};
-use txretry::{
-    Backoff, Classification, Phase, RetryPolicy, RetryPolicyBuilder, StopReason, TxError, Verdict,
-};
+use mysql_async::{Conn, Pool, TxOpts};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use txretry_testkit::wait::poll_until;
 
 /// The server URL, or `None` when the test must skip (txretry-testkit printed why).
 pub fn url(test: &str) -> Option<String> {
@@ -43,7 +40,7 @@ pub async fn connection_id<Q: Queryable>(conn: &mut Q) -> u64 {
 /// `information_schema.innodb_trx` would say "LOCK WAIT" directly, but InnoDB refreshes
 /// that table only when nobody has read it for 100 ms, so polling it never sees a change.
 pub async fn wait_for_statement(observer: &mut Conn, id: u64, statement: &str) {
-    for _ in 0..3000 {
+    poll_until(format!("session {id} never ran {statement}"), async || {
         let running: Option<i64> = observer
             .exec_first(
                 "SELECT count(*) FROM information_schema.processlist WHERE id = ? AND info = ?",
@@ -51,12 +48,9 @@ pub async fn wait_for_statement(observer: &mut Conn, id: u64, statement: &str) {
             )
             .await
             .expect("poll processlist");
-        if running == Some(1) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("session {id} never ran {statement}");
+        running == Some(1)
+    })
+    .await;
 }
 
 /// A unique table name (tests share one database and run in parallel).
@@ -105,26 +99,8 @@ pub async fn drop_tables(conn: &mut Conn, names: &[&str]) {
     }
 }
 
-/// What the policy's `on_retry` hook saw: the default classification of each real error
-/// that was retried.
-pub type Seen = Arc<Mutex<Vec<Classification>>>;
-
-/// A policy builder with short constant backoff whose hook records `txretry::classify` of
-/// every retried error.
-pub fn recording(max_attempts: u32) -> (RetryPolicyBuilder, Seen) {
-    let seen: Seen = Arc::default();
-    let sink = Arc::clone(&seen);
-    let builder = RetryPolicy::builder()
-        .max_attempts(max_attempts)
-        .backoff(Backoff::Constant(Duration::from_millis(10)))
-        .on_retry(move |event| sink.lock().unwrap().push(txretry::classify(event.error)));
-    (builder, seen)
-}
-
-/// The recorded classifications.
-pub fn retried(seen: &Seen) -> Vec<Classification> {
-    seen.lock().unwrap().clone()
-}
+pub use txretry_testkit::outcome::assert_outcome;
+pub use txretry_testkit::record::recording;
 
 /// The server error number, if `err` is a server error.
 pub fn errno(err: &mysql_async::Error) -> Option<u16> {
@@ -132,28 +108,6 @@ pub fn errno(err: &mysql_async::Error) -> Option<u16> {
         mysql_async::Error::Server(server) => Some(server.code),
         _ => None,
     }
-}
-
-/// Asserts how a runner call that failed went: the last verdict, where it failed, how many
-/// attempts ran, and why the loop stopped.
-#[track_caller]
-pub fn assert_outcome<E: std::fmt::Debug>(
-    err: &TxError<E>,
-    verdict: Verdict,
-    phase: Phase,
-    attempts: u32,
-    stop: StopReason,
-) {
-    let outcome = err.outcome();
-    assert_eq!(outcome.verdict(), verdict, "{err:?}");
-    assert_eq!(outcome.phase(), phase, "{err:?}");
-    assert_eq!(outcome.attempts(), attempts, "{err:?}");
-    assert_eq!(outcome.stop_reason(), stop, "{err:?}");
-    assert_eq!(
-        outcome.may_have_committed(),
-        verdict == Verdict::Ambiguous,
-        "{err:?}"
-    );
 }
 
 /// Whether session `id` still exists on the server (`information_schema.processlist`).
@@ -171,11 +125,77 @@ pub async fn session_exists(observer: &mut Conn, id: u64) -> bool {
 /// Waits until session `id` is gone from the server. Polls; panics after 30 s, so a
 /// connection that was pooled instead of closed fails the test instead of hanging it.
 pub async fn wait_until_session_gone(observer: &mut Conn, id: u64) {
-    for _ in 0..3000 {
-        if !session_exists(observer, id).await {
-            return;
+    poll_until(format!("session {id} is still connected"), async || {
+        !session_exists(observer, id).await
+    })
+    .await;
+}
+
+/// `CREATE TABLE {name} (note varchar(20) NOT NULL) ENGINE=InnoDB`: no unique key, so a
+/// second copy of a row is stored, not rejected.
+pub async fn create_log(conn: &mut Conn, name: &str) {
+    conn.query_drop(format!(
+        "CREATE TABLE {name} (note varchar(20) NOT NULL) ENGINE=InnoDB"
+    ))
+    .await
+    .expect("create log table");
+}
+
+/// A deadlock on rows 1 and 2 of a table made by `create_rows(…, 20)`, staged between the
+/// runner's transaction A and a second session B. InnoDB rolls back the lighter
+/// transaction (fewer rows changed and locked), whichever request closed the cycle; B
+/// changes rows 3..=20 first, so A is the victim. B, spawned, waits until A holds row 1,
+/// then changes rows 3..=20 and row 2, waits for row 1, adds 10 to each and commits.
+pub struct Deadlock {
+    b_id: u64,
+    b_waits: String,
+    a_locked: Option<oneshot::Sender<()>>,
+    session_b: JoinHandle<Result<(), mysql_async::Error>>,
+}
+
+impl Deadlock {
+    /// Takes B from `pool` and spawns its transaction on `table`.
+    pub async fn stage(pool: &Pool, table: &str) -> Deadlock {
+        let mut b = pool.get_conn().await.unwrap();
+        let b_id = connection_id(&mut b).await;
+        let (a_locked_tx, a_locked) = oneshot::channel::<()>();
+        let b_waits = format!("UPDATE {table} SET v = v + 10 WHERE id = 1");
+        let statements = [
+            format!("UPDATE {table} SET v = v + 10 WHERE id >= 3"),
+            format!("UPDATE {table} SET v = v + 10 WHERE id = 2"),
+            b_waits.clone(),
+        ];
+        let session_b = tokio::spawn(async move {
+            a_locked.await.unwrap();
+            let mut tx = b.start_transaction(TxOpts::default()).await?;
+            for statement in statements {
+                tx.query_drop(statement).await?;
+            }
+            tx.commit().await
+        });
+        Deadlock {
+            b_id,
+            b_waits,
+            a_locked: Some(a_locked_tx),
+            session_b,
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("session {id} is still connected");
+
+    /// For A's transaction, right after it updated row 1: the first time, lets B go and
+    /// returns once B holds row 2 and runs its update of row 1 (waiting for A), so that
+    /// A's update of row 2 closes the cycle. Does nothing on later attempts.
+    pub async fn a_holds_row_1(&mut self, observer: &mut Conn) {
+        if let Some(signal) = self.a_locked.take() {
+            signal.send(()).unwrap();
+            wait_for_statement(observer, self.b_id, &self.b_waits).await;
+        }
+    }
+
+    /// Waits for B's transaction, which commits once A's was rolled back.
+    pub async fn b_commits(self) {
+        self.session_b
+            .await
+            .unwrap()
+            .expect("session B commits once A was rolled back");
+    }
 }

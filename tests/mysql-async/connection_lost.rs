@@ -39,7 +39,7 @@ async fn killed_connection_is_discarded_and_retried_when_opted_in() {
 
     assert_eq!(ids.len(), 2);
     assert_ne!(ids[0], ids[1], "the retry ran on another connection");
-    let seen = retried(&seen);
+    let seen = seen.retried();
     assert_eq!(seen.len(), 1);
     assert_eq!(
         seen[0].verdict,

@@ -63,7 +63,7 @@ async fn begin_failure_discards_the_connection() {
     .expect_err("START TRANSACTION fails");
     assert_eq!(errno(err.error()), Some(XAER_RMFAIL), "{err:?}");
     assert_eq!(calls, 0, "the closure never ran");
-    assert!(retried(&seen).is_empty());
+    assert!(seen.retried().is_empty());
     assert_outcome(
         &err,
         Verdict::Permanent,

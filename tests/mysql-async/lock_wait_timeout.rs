@@ -21,12 +21,7 @@ async fn lock_wait_timeout_rolls_back_before_retrying() {
     let log = table("my_lock_wait_log");
     create_rows(&mut observer, &t, 1).await;
     // No unique key: a second copy of the row would be stored, not rejected.
-    observer
-        .query_drop(format!(
-            "CREATE TABLE {log} (note varchar(20) NOT NULL) ENGINE=InnoDB"
-        ))
-        .await
-        .unwrap();
+    create_log(&mut observer, &log).await;
 
     // B holds row 1 until told to commit.
     let mut b = pool.get_conn().await.unwrap();
@@ -90,7 +85,7 @@ async fn lock_wait_timeout_rolls_back_before_retrying() {
         Some(1),
         "1205 left the transaction open with the insert applied"
     );
-    assert_eq!(retried(&seen), vec![classification]);
+    assert_eq!(seen.retried(), vec![classification]);
 
     assert_eq!(
         count(&mut observer, &log).await,

@@ -11,9 +11,7 @@
 //! on this test: if it starts failing, the server or the runner changed and the README
 //! must be revisited.
 
-use mysql_async::TxOpts;
 use mysql_async::prelude::*;
-use tokio::sync::oneshot;
 
 use crate::common::*;
 
@@ -27,35 +25,12 @@ async fn a_swallowed_deadlock_cannot_be_detected() {
     let t = table("my_swallowed");
     let log = table("my_swallowed_log");
     create_rows(&mut observer, &t, 20).await;
-    observer
-        .query_drop(format!(
-            "CREATE TABLE {log} (note varchar(20) NOT NULL) ENGINE=InnoDB"
-        ))
-        .await
-        .unwrap();
+    create_log(&mut observer, &log).await;
 
-    // B: once A holds row 1, change rows 3..=20 (weight, so A is the victim) and row 2,
-    // then wait for row 1. The same choreography as `deadlock::deadlock_is_classified_and_retried`.
-    let mut b = pool.get_conn().await.unwrap();
-    let b_id = connection_id(&mut b).await;
-    let (a_locked_tx, a_locked) = oneshot::channel::<()>();
-    let b_table = t.clone();
-    let b_waits = format!("UPDATE {t} SET v = v + 10 WHERE id = 1");
-    let b_statement = b_waits.clone();
-    let session_b = tokio::spawn(async move {
-        a_locked.await.unwrap();
-        let mut tx = b.start_transaction(TxOpts::default()).await?;
-        tx.query_drop(format!("UPDATE {b_table} SET v = v + 10 WHERE id >= 3"))
-            .await?;
-        tx.query_drop(format!("UPDATE {b_table} SET v = v + 10 WHERE id = 2"))
-            .await?;
-        tx.query_drop(b_statement).await?;
-        tx.commit().await
-    });
+    let mut deadlock = Deadlock::stage(&pool, &t).await;
 
     let (policy, seen) = recording(5);
     let policy = policy.build().unwrap();
-    let mut a_locked_tx = Some(a_locked_tx);
     let mut attempts = 0;
     let mut swallowed = Vec::new();
     let result = txretry::mysql_async::transaction(&pool, &policy, async |tx| {
@@ -64,10 +39,7 @@ async fn a_swallowed_deadlock_cannot_be_detected() {
             .await?;
         tx.query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
             .await?;
-        if let Some(signal) = a_locked_tx.take() {
-            signal.send(()).unwrap();
-            wait_for_statement(&mut observer, b_id, &b_waits).await;
-        }
+        deadlock.a_holds_row_1(&mut observer).await;
         // The mistake under test: the deadlock error is dropped, the closure carries on.
         if let Err(e) = tx
             .query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 2"))
@@ -81,10 +53,7 @@ async fn a_swallowed_deadlock_cannot_be_detected() {
     })
     .await;
 
-    session_b
-        .await
-        .unwrap()
-        .expect("session B commits once A was rolled back");
+    deadlock.b_commits().await;
     // What the limitation looks like from outside:
     assert_eq!(
         swallowed,
@@ -93,7 +62,7 @@ async fn a_swallowed_deadlock_cannot_be_detected() {
     );
     result.expect("the runner cannot tell: Ok");
     assert_eq!(attempts, 1, "nothing to retry, as far as the runner knows");
-    assert!(retried(&seen).is_empty());
+    assert!(seen.retried().is_empty());
     let notes: Vec<String> = observer
         .query(format!("SELECT note FROM {log}"))
         .await

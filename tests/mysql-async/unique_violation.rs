@@ -29,7 +29,7 @@ async fn unique_violation_is_permanent() {
     .expect_err("duplicate key");
 
     assert_eq!(attempts, 1);
-    assert!(retried(&seen).is_empty());
+    assert!(seen.retried().is_empty());
     assert_eq!(errno(err.error()), Some(1062));
     let classification = txretry::classify(err.error());
     assert_eq!(classification.verdict, Verdict::Permanent);

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::Connection;
-use txretry::{Backoff, Code, Phase, RetryPolicy, StopReason, TxError, Verdict};
+use txretry::{Backoff, Code, RetryPolicy, Verdict};
 
 /// A database file in its own temporary directory, removed (with its WAL files) when the
 /// value is dropped. Each test has its own file, so tests running in parallel never see
@@ -92,24 +92,4 @@ pub fn events(seen: &Mutex<Vec<Seen>>) -> Vec<Seen> {
     seen.lock().unwrap().clone()
 }
 
-/// Asserts how a runner call that failed went: the last verdict, where it failed, how many
-/// attempts ran, and why the loop stopped.
-#[track_caller]
-pub fn assert_outcome<E: std::fmt::Debug>(
-    err: &TxError<E>,
-    verdict: Verdict,
-    phase: Phase,
-    attempts: u32,
-    stop: StopReason,
-) {
-    let outcome = err.outcome();
-    assert_eq!(outcome.verdict(), verdict, "{err:?}");
-    assert_eq!(outcome.phase(), phase, "{err:?}");
-    assert_eq!(outcome.attempts(), attempts, "{err:?}");
-    assert_eq!(outcome.stop_reason(), stop, "{err:?}");
-    assert_eq!(
-        outcome.may_have_committed(),
-        verdict == Verdict::Ambiguous,
-        "{err:?}"
-    );
-}
+pub use txretry_testkit::outcome::assert_outcome;

@@ -3,11 +3,15 @@
 //! by the runner; the commit boundary through a fault-injecting proxy. Needs
 //! `TXRETRY_MYSQL_URL` (or Docker); see txretry-testkit.
 
+// Tests written once for sqlx on PostgreSQL and on MySQL; `dialect` says how they differ.
+#[path = "../sqlx-shared/business.rs"]
 mod business;
+#[path = "../sqlx-shared/commit_fault.rs"]
 mod commit_fault;
 mod common;
 mod contention;
 mod deadlock;
+mod dialect;
 mod lock_wait_timeout;
 mod options;
 mod unique;

@@ -3,12 +3,16 @@
 //! recovered by the runner; the commit boundary through a fault-injecting proxy; errors a
 //! closure swallowed. Needs `TXRETRY_POSTGRES_URL` (or Docker); see txretry-testkit.
 
+// Tests written once for sqlx on PostgreSQL and on MySQL; `dialect` says how they differ.
+#[path = "../sqlx-shared/business.rs"]
 mod business;
+#[path = "../sqlx-shared/commit_fault.rs"]
 mod commit_fault;
 mod common;
 mod connection;
 mod contention;
 mod deadlock;
+mod dialect;
 mod lock_timeout;
 mod options;
 mod raise_exception;

@@ -114,7 +114,7 @@ async fn business_error_runs_once_and_rolls_back() {
         "transparent Display"
     );
     assert_eq!(attempts, 1);
-    assert!(retried(&seen).is_empty());
+    assert!(seen.retried().is_empty());
     assert_business_outcome(err.outcome());
     assert_eq!(
         txretry::classify(err.error()).verdict,
@@ -211,7 +211,7 @@ async fn business_error_mentioning_deadlock_runs_once() {
     assert_business_outcome(err.outcome());
     assert_eq!(txretry::classify(err.error()).verdict, Verdict::Permanent);
 
-    assert!(retried(&seen).is_empty(), "nothing was retried");
+    assert!(seen.retried().is_empty(), "nothing was retried");
     assert_eq!(
         value(&client, &t, 1).await,
         0,

@@ -4,12 +4,8 @@
 //! whether the transaction committed, so the verdict is ambiguous and the runner does not
 //! run the closure again — a retry would insert the row twice.
 
-use std::sync::{Arc, Mutex};
-
 use tokio_postgres::error::SqlState;
-use txretry::{
-    KindSet, Outcome, Phase, RetryPolicy, StopReason, TransientKind, TxOptions, Verdict,
-};
+use txretry::{KindSet, Phase, RetryPolicy, StopReason, TransientKind, TxOptions, Verdict};
 use txretry_testkit::CommitFaultProxy;
 
 use crate::common::*;
@@ -37,16 +33,13 @@ async fn notes(client: &tokio_postgres::Client, name: &str, note: &str) -> i64 {
 
 /// A policy of five attempts that retries every kind (connection failures included),
 /// recording retries and give-ups.
-fn retry_everything() -> (RetryPolicy, Seen, Arc<Mutex<Vec<Outcome>>>) {
+fn retry_everything() -> (RetryPolicy, Seen) {
     let (builder, seen) = recording(5);
-    let gave_up: Arc<Mutex<Vec<Outcome>>> = Arc::default();
-    let sink = Arc::clone(&gave_up);
-    let policy = builder
-        .retry_on(KindSet::ALL)
-        .on_give_up(move |event| sink.lock().unwrap().push(event.outcome.clone()))
+    let policy = seen
+        .give_ups(builder.retry_on(KindSet::ALL))
         .build()
         .unwrap();
-    (policy, seen, gave_up)
+    (policy, seen)
 }
 
 /// What the proxy's fault looks like to the runner's caller: the pooler's own error,
@@ -89,7 +82,7 @@ async fn commit_answered_with_08p01_is_ambiguous_and_not_rerun() {
     let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
 
     let mut client = connect(proxy.url()).await;
-    let (policy, seen, gave_up) = retry_everything();
+    let (policy, seen) = retry_everything();
     proxy.arm_commit_faults(1);
     let mut attempts = 0;
     let err = txretry::tokio_postgres::transaction(&mut client, &policy, async |tx| {
@@ -102,7 +95,7 @@ async fn commit_answered_with_08p01_is_ambiguous_and_not_rerun() {
 
     assert_ambiguous_commit(&err);
     assert_eq!(attempts, 1, "an ambiguous COMMIT is not run again");
-    assert!(retried(&seen).is_empty());
+    assert!(seen.retried().is_empty());
     assert_eq!(proxy.faults_injected(), 1);
     assert_eq!(proxy.commits_seen(), 1, "one COMMIT went through the proxy");
     // The one client is closed: the runner could not have retried on it anyway.
@@ -112,7 +105,7 @@ async fn commit_answered_with_08p01_is_ambiguous_and_not_rerun() {
         "{err:?}"
     );
     assert_eq!(
-        *gave_up.lock().unwrap(),
+        seen.gave_up(),
         vec![err.outcome().clone()],
         "the give-up hook saw the ambiguous outcome once"
     );
@@ -139,7 +132,7 @@ async fn idempotent_call_retries_an_ambiguous_commit() {
     let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
 
     let mut client = connect(proxy.url()).await;
-    let (policy, seen, gave_up) = retry_everything();
+    let (policy, seen) = retry_everything();
     let options = TxOptions::new().idempotent(true);
     proxy.arm_commit_faults(1);
     let mut attempts = 0;
@@ -166,17 +159,11 @@ async fn idempotent_call_retries_an_ambiguous_commit() {
         StopReason::ConnectionUnusable,
         "idempotent, but the runner's one client is gone: {err:?}"
     );
-    assert!(retried(&seen).is_empty(), "no retry was even scheduled");
-    assert_eq!(gave_up.lock().unwrap().len(), 1);
+    assert!(seen.retried().is_empty(), "no retry was even scheduled");
+    assert_eq!(seen.gave_up().len(), 1);
     assert_eq!(proxy.faults_injected(), 1);
     assert_eq!(proxy.commits_seen(), 1);
-    for _ in 0..500 {
-        if client.is_closed() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(client.is_closed(), "the proxy closed the connection");
+    wait_until_closed(&client).await;
     assert_eq!(
         notes(&direct, &t, "order 18").await,
         1,

@@ -13,6 +13,9 @@ use crate::common::*;
 
 /// Waits until session `pid` is running a query that contains `COMMIT` and is blocked on a
 /// lock. Polls; panics after 30 s so a broken setup fails instead of hanging.
+///
+/// A loop rather than `poll_until`: this runs in a spawned task, and a future holding an
+/// async closure that borrows is not `Send` there (rust-lang/rust#110338).
 async fn wait_for_blocked_commit(observer: &tokio_postgres::Client, pid: i32) {
     for _ in 0..3000 {
         let blocked: bool = observer
@@ -105,7 +108,7 @@ async fn backend_terminated_during_commit_is_ambiguous() {
     assert_eq!(outcome.attempts(), 1);
     assert_eq!(outcome.stop_reason(), StopReason::ConnectionUnusable);
     assert_eq!(attempts, 1, "an ambiguous COMMIT is not run again");
-    assert!(retried(&seen).is_empty());
+    assert!(seen.retried().is_empty());
 
     // The trigger never got its lock, so the COMMIT never completed: the server rolled the
     // transaction back when the backend exited. (The client could not know that.)

@@ -1,10 +1,9 @@
 //! Shared helpers: connections, tables, a recording policy, lock-wait polling.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 use tokio_postgres::{Client, NoTls};
-use txretry::{Backoff, Classification, RetryPolicy, RetryPolicyBuilder};
+use txretry_testkit::wait::poll_until;
 
 /// The server URL, or `None` when the test must skip (txretry-testkit printed why).
 pub fn url(test: &str) -> Option<String> {
@@ -22,6 +21,15 @@ pub async fn connect(url: &str) -> Client {
     client
 }
 
+/// Waits until the client's connection task has ended (it may still be winding down when
+/// an error arrives). Polls; panics after 30 s.
+pub async fn wait_until_closed(client: &Client) {
+    poll_until("the client's connection never closed", async || {
+        client.is_closed()
+    })
+    .await;
+}
+
 /// The session's backend process id.
 pub async fn backend_pid(client: &Client) -> i32 {
     client
@@ -34,21 +42,17 @@ pub async fn backend_pid(client: &Client) -> i32 {
 /// Waits until session `pid` is blocked on a lock (`pg_stat_activity.wait_event_type =
 /// 'Lock'`). Polls; panics after 30 s so a broken setup fails instead of hanging.
 pub async fn wait_for_lock_wait(observer: &Client, pid: i32) {
-    for _ in 0..3000 {
-        let waiting: bool = observer
+    poll_until(format!("session {pid} never waited for a lock"), async || {
+        observer
             .query_one(
                 "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity WHERE pid = $1",
                 &[&pid],
             )
             .await
             .expect("poll pg_stat_activity")
-            .get(0);
-        if waiting {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("session {pid} never waited for a lock");
+            .get(0)
+    })
+    .await;
 }
 
 /// A unique table name (tests share one database and run in parallel).
@@ -86,28 +90,69 @@ pub async fn drop_tables(client: &Client, names: &[&str]) {
     }
 }
 
-/// What the policy's `on_retry` hook saw: the default classification of each real error
-/// that was retried.
-pub type Seen = Arc<Mutex<Vec<Classification>>>;
-
-/// A policy builder with short constant backoff whose hook records `txretry::classify` of
-/// every retried error.
-pub fn recording(max_attempts: u32) -> (RetryPolicyBuilder, Seen) {
-    let seen: Seen = Arc::default();
-    let sink = Arc::clone(&seen);
-    let builder = RetryPolicy::builder()
-        .max_attempts(max_attempts)
-        .backoff(Backoff::Constant(Duration::from_millis(10)))
-        .on_retry(move |event| sink.lock().unwrap().push(txretry::classify(event.error)));
-    (builder, seen)
-}
-
-/// The recorded classifications.
-pub fn retried(seen: &Seen) -> Vec<Classification> {
-    seen.lock().unwrap().clone()
-}
+pub use txretry_testkit::record::{Seen, recording};
 
 /// `Code::SqlState` for a literal.
 pub fn sqlstate(code: &str) -> txretry::Code {
     txretry::Code::SqlState(txretry::SqlState::new(code).expect("a SQLSTATE"))
+}
+
+/// A deadlock on rows 1 and 2 of a table, staged between the runner's session A and a
+/// second session B. A checks for deadlocks after 100 ms, B only after 10 s: A is the
+/// victim. B, spawned, waits until A holds row 1, then locks row 2, waits for row 1, adds
+/// 10 to both rows and commits.
+pub struct Deadlock {
+    b_pid: i32,
+    a_locked: Option<oneshot::Sender<()>>,
+    session_b: JoinHandle<Result<(), tokio_postgres::Error>>,
+}
+
+impl Deadlock {
+    /// Connects A (returned, for the runner) and B, and spawns B's transaction on `table`.
+    pub async fn stage(url: &str, table: &str) -> (Client, Deadlock) {
+        let a = connect(url).await;
+        a.batch_execute("SET deadlock_timeout = '100ms'")
+            .await
+            .unwrap();
+        let b = connect(url).await;
+        b.batch_execute("SET deadlock_timeout = '10s'")
+            .await
+            .unwrap();
+        let b_pid = backend_pid(&b).await;
+        let (a_locked_tx, a_locked) = oneshot::channel::<()>();
+        let b_sql = format!(
+            "BEGIN;
+             UPDATE {table} SET v = v + 10 WHERE id = 2;
+             UPDATE {table} SET v = v + 10 WHERE id = 1;
+             COMMIT;"
+        );
+        let session_b = tokio::spawn(async move {
+            a_locked.await.unwrap();
+            b.batch_execute(&b_sql).await
+        });
+        let deadlock = Deadlock {
+            b_pid,
+            a_locked: Some(a_locked_tx),
+            session_b,
+        };
+        (a, deadlock)
+    }
+
+    /// For A's transaction, right after it updated row 1: the first time, lets B go and
+    /// returns once B holds row 2 and waits for row 1, so that A's update of row 2 closes
+    /// the cycle. Does nothing on later attempts.
+    pub async fn a_holds_row_1(&mut self, observer: &Client) {
+        if let Some(signal) = self.a_locked.take() {
+            signal.send(()).unwrap();
+            wait_for_lock_wait(observer, self.b_pid).await;
+        }
+    }
+
+    /// Waits for B's transaction, which commits once A's was rolled back or aborted.
+    pub async fn b_commits(self) {
+        self.session_b
+            .await
+            .unwrap()
+            .expect("session B commits once A's transaction is out of its way");
+    }
 }

@@ -1,7 +1,6 @@
 //! 40P01: two sessions update two rows in opposite order. The runner's session is made the
 //! victim (short `deadlock_timeout`), is rolled back, and retries to completion.
 
-use tokio::sync::oneshot;
 use txretry::{TransientKind, Verdict};
 
 use crate::common::*;
@@ -15,44 +14,17 @@ async fn deadlock_is_classified_and_retried() {
     let t = table("tp_deadlock");
     create_rows(&observer, &t, 2).await;
 
-    let mut a = connect(&url).await;
-    // A checks for deadlocks after 100 ms, B only after 10 s: A is the victim.
-    a.batch_execute("SET deadlock_timeout = '100ms'")
-        .await
-        .unwrap();
-    let b = connect(&url).await;
-    b.batch_execute("SET deadlock_timeout = '10s'")
-        .await
-        .unwrap();
-    let b_pid = backend_pid(&b).await;
-
-    // B: once A holds row 1, lock row 2, then wait for row 1; add 10 to both and commit.
-    let (a_locked_tx, a_locked) = oneshot::channel::<()>();
-    let b_table = t.clone();
-    let session_b = tokio::spawn(async move {
-        a_locked.await.unwrap();
-        b.batch_execute(&format!(
-            "BEGIN;
-             UPDATE {b_table} SET v = v + 10 WHERE id = 2;
-             UPDATE {b_table} SET v = v + 10 WHERE id = 1;
-             COMMIT;"
-        ))
-        .await
-    });
+    let (mut a, mut deadlock) = Deadlock::stage(&url, &t).await;
 
     let (policy, seen) = recording(3);
     let policy = policy.build().unwrap();
-    let mut a_locked_tx = Some(a_locked_tx);
     let mut attempts = 0;
     let mut errors_in_closure = Vec::new();
     let result = txretry::tokio_postgres::transaction(&mut a, &policy, async |tx| {
         attempts += 1;
         tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
             .await?;
-        if let Some(signal) = a_locked_tx.take() {
-            signal.send(()).unwrap();
-            wait_for_lock_wait(&observer, b_pid).await; // B holds row 2 and waits for row 1
-        }
+        deadlock.a_holds_row_1(&observer).await;
         match tx
             .execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 2"), &[])
             .await
@@ -67,10 +39,7 @@ async fn deadlock_is_classified_and_retried() {
     .await;
 
     result.expect("the retry commits");
-    session_b
-        .await
-        .unwrap()
-        .expect("session B commits once A was rolled back");
+    deadlock.b_commits().await;
     assert_eq!(attempts, 2);
 
     // The real error, as the closure saw it and as the runner judged it.
@@ -85,7 +54,7 @@ async fn deadlock_is_classified_and_retried() {
         Verdict::Transient(TransientKind::Deadlock)
     );
     assert_eq!(classification.code, Some(sqlstate("40P01")));
-    assert_eq!(retried(&seen), vec![*classification]);
+    assert_eq!(seen.retried(), vec![*classification]);
 
     // A's first attempt left nothing behind: each session added exactly once.
     assert_eq!(value(&observer, &t, 1).await, 11);

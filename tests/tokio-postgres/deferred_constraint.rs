@@ -53,7 +53,7 @@ async fn deferred_unique_violation_at_commit_is_permanent() {
     assert_eq!(outcome.attempts(), 1);
     assert_eq!(outcome.stop_reason(), StopReason::NotRetryable);
     assert_eq!(attempts, 1);
-    assert!(retried(&seen).is_empty());
+    assert!(seen.retried().is_empty());
 
     assert!(!client.is_closed());
     let rows: i64 = client

@@ -67,7 +67,7 @@ async fn lock_timeout_is_classified_and_retried() {
         Verdict::Transient(TransientKind::LockTimeout)
     );
     assert_eq!(errors_in_closure[0].code, Some(sqlstate("55P03")));
-    assert_eq!(retried(&seen), errors_in_closure);
+    assert_eq!(seen.retried(), errors_in_closure);
     assert_eq!(value(&observer, &t, 1).await, 11);
     drop_tables(&observer, &[&t]).await;
 }

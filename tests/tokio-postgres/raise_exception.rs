@@ -26,7 +26,7 @@ async fn raised_deadlock_message_is_permanent() {
     .expect_err("the raised exception");
 
     assert_eq!(attempts, 1);
-    assert!(retried(&seen).is_empty());
+    assert!(seen.retried().is_empty());
     let db = err.error().as_db_error().expect("a server error");
     assert_eq!(db.message(), "deadlock detected in order 17");
     assert_eq!(

@@ -73,7 +73,7 @@ async fn write_skew_is_a_serialization_failure_and_is_retried() {
         "the retry saw B's commit and kept doctor 1 on call"
     );
     // The real error (at the UPDATE or at COMMIT), as the runner's hook received it.
-    let seen = retried(&seen);
+    let seen = seen.retried();
     assert_eq!(seen.len(), 1);
     assert_eq!(
         seen[0].verdict,

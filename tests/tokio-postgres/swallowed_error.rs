@@ -4,7 +4,6 @@
 //! that wrote nothing. The runner commits with `SELECT 1; COMMIT`: the `SELECT` fails with
 //! 25P02, the runner rolls back and returns that error.
 
-use tokio::sync::oneshot;
 use tokio_postgres::error::SqlState;
 use txretry::{Phase, StopReason, Verdict};
 
@@ -19,35 +18,11 @@ async fn swallowed_deadlock_is_not_reported_as_success() {
     let t = table("tp_swallowed");
     create_rows(&observer, &t, 2).await;
 
-    let mut a = connect(&url).await;
+    let (mut a, mut deadlock) = Deadlock::stage(&url, &t).await;
     let a_pid = backend_pid(&a).await;
-    // A checks for deadlocks after 100 ms, B only after 10 s: A is the victim.
-    a.batch_execute("SET deadlock_timeout = '100ms'")
-        .await
-        .unwrap();
-    let b = connect(&url).await;
-    b.batch_execute("SET deadlock_timeout = '10s'")
-        .await
-        .unwrap();
-    let b_pid = backend_pid(&b).await;
-
-    // B: once A holds row 1, lock row 2, then wait for row 1; add 10 to both and commit.
-    let (a_locked_tx, a_locked) = oneshot::channel::<()>();
-    let b_table = t.clone();
-    let session_b = tokio::spawn(async move {
-        a_locked.await.unwrap();
-        b.batch_execute(&format!(
-            "BEGIN;
-             UPDATE {b_table} SET v = v + 10 WHERE id = 2;
-             UPDATE {b_table} SET v = v + 10 WHERE id = 1;
-             COMMIT;"
-        ))
-        .await
-    });
 
     let (policy, seen) = recording(5);
     let policy = policy.build().unwrap();
-    let mut a_locked_tx = Some(a_locked_tx);
     let mut attempts = 0;
     // What the closure's ignored statements really returned, to prove the deadlock happened.
     let mut swallowed = Vec::new();
@@ -55,10 +30,7 @@ async fn swallowed_deadlock_is_not_reported_as_success() {
         attempts += 1;
         tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
             .await?;
-        if let Some(signal) = a_locked_tx.take() {
-            signal.send(()).unwrap();
-            wait_for_lock_wait(&observer, b_pid).await; // B holds row 2 and waits for row 1
-        }
+        deadlock.a_holds_row_1(&observer).await;
         // The deadlock, swallowed (noting its code, to prove it happened)…
         let _ = tx
             .execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 2"), &[])
@@ -72,10 +44,7 @@ async fn swallowed_deadlock_is_not_reported_as_success() {
         Ok::<_, tokio_postgres::Error>("transferred")
     })
     .await;
-    session_b
-        .await
-        .unwrap()
-        .expect("session B commits once A's transaction was aborted");
+    deadlock.b_commits().await;
 
     // The closure really swallowed a deadlock, then a write refused in the aborted
     // transaction.
@@ -105,7 +74,7 @@ async fn swallowed_deadlock_is_not_reported_as_success() {
     assert_eq!(outcome.stop_reason(), StopReason::NotRetryable);
     assert!(!outcome.may_have_committed());
     assert_eq!(attempts, 1);
-    assert!(retried(&seen).is_empty());
+    assert!(seen.retried().is_empty());
 
     // None of the closure's writes is in the table: only B's.
     assert_eq!(value(&observer, &t, 1).await, 10);

@@ -27,7 +27,7 @@ async fn unique_violation_is_permanent() {
     .expect_err("duplicate key");
 
     assert_eq!(attempts, 1);
-    assert!(retried(&seen).is_empty());
+    assert!(seen.retried().is_empty());
     assert_eq!(
         err.error().code(),
         Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)

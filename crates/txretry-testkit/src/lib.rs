@@ -4,11 +4,19 @@
 //! started with testcontainers when a Docker daemon answers (one per test binary, shared by
 //! its tests); else the test is skipped with a message saying why — unless
 //! `TXRETRY_REQUIRE_DB=1`, which turns a missing server into a failure (CI sets it).
+//!
+//! Also the driver-free helpers every test binary shares: [`record`] (what a policy's
+//! hooks saw), [`outcome`] (assertions on a runner's [`Outcome`](txretry_core::Outcome)),
+//! [`wait`] (bounded waiting) and the [`CommitFaultProxy`].
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod outcome;
 mod proxy;
+pub mod record;
+pub mod wait;
+
 pub use proxy::CommitFaultProxy;
 
 /// Whether a missing server must fail the test instead of skipping it.

@@ -1,20 +1,26 @@
-//! The commit boundary through txretry-testkit's `CommitFaultProxy`: the runner's COMMIT
-//! reaches the server and lands, but the proxy answers it as PgBouncer does when its server
-//! link breaks (FATAL 08P01) and closes the connection. Nobody can tell from that answer
-//! whether the transaction committed: the verdict is ambiguous, and the runner runs the
-//! closure again only for a call declared idempotent — on a new connection from the pool.
+//! The commit boundary through txretry-testkit's `CommitFaultProxy`, for sqlx on
+//! PostgreSQL and on MySQL (each binary's `dialect` module says how they differ): the
+//! runner's COMMIT reaches the server and lands, but the proxy answers it with a
+//! connection-class error — what PgBouncer sends when its server link breaks (FATAL 08P01),
+//! what a MySQL client reports when the link drops mid-query (2013) — and closes the
+//! connection. Nobody can tell from that answer whether the transaction committed: the
+//! verdict is ambiguous, and the runner runs the closure again only for a call declared
+//! idempotent — on a new connection from the pool.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
 use txretry::{
     Backoff, KindSet, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions, Verdict,
 };
 use txretry_testkit::CommitFaultProxy;
 
-use crate::common::{Seen, code_of, drop_table, exec, setup, sql, sqlstate, table, within};
+use crate::common::{Seen, drop_table, exec, setup, sql, table, within};
+use crate::dialect::{
+    self, DRIVER, Pool, PoolOptions, SESSION_ID, SessionId, TABLE_OPTIONS, TEXT, insert_once,
+    lost_commit_code,
+};
 
 /// Five attempts, every kind retried (connection failures included), recording retries
 /// and give-ups.
@@ -34,10 +40,10 @@ fn retry_everything(seen: &Seen) -> RetryPolicy {
 /// handed back to it. sqlx pings a returned connection and closes it if that fails, so the
 /// count (sqlx's `after_release` runs only for a connection handed back, not for one the
 /// runner discarded) is what tells the runner's own decision apart.
-async fn pool_via(proxy: &CommitFaultProxy) -> (PgPool, Arc<AtomicUsize>) {
+async fn pool_via(proxy: &CommitFaultProxy) -> (Pool, Arc<AtomicUsize>) {
     let released = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&released);
-    let pool = PgPoolOptions::new()
+    let pool = PoolOptions::new()
         .max_connections(1)
         .test_before_acquire(false)
         .after_release(move |_, _| {
@@ -53,31 +59,26 @@ async fn pool_via(proxy: &CommitFaultProxy) -> (PgPool, Arc<AtomicUsize>) {
 /// How many connections have been handed back to the pool so far. Holds the pool's one
 /// connection while it reads: returning a connection runs in the background, and the
 /// acquire waits for it. Handing this one back counts too, in the next reading.
-async fn released_so_far(pool: &PgPool, released: &AtomicUsize) -> usize {
+async fn released_so_far(pool: &Pool, released: &AtomicUsize) -> usize {
     let conn = pool.acquire().await.unwrap();
     let n = released.load(Ordering::SeqCst);
     drop(conn);
     n
 }
 
-async fn rows(pool: &PgPool, t: &str) -> i64 {
+async fn rows(pool: &Pool, t: &str) -> i64 {
     sqlx::query_scalar(sql(format!("SELECT count(*) FROM {t}")))
         .fetch_one(pool)
         .await
         .unwrap()
 }
 
-/// What the proxy's fault looks like to the runner's caller: the pooler's own error,
-/// unchanged, judged ambiguous at COMMIT on the first attempt.
+/// What the proxy's fault looks like to the runner's caller: the proxy's error, unchanged,
+/// judged ambiguous at COMMIT on the first attempt.
 #[track_caller]
 fn assert_ambiguous_commit(err: &TxError<sqlx::Error>) {
-    assert_eq!(code_of(err.error()).as_deref(), Some("08P01"), "{err:?}");
-    let db = err
-        .error()
-        .as_database_error()
-        .expect("the proxy's ErrorResponse");
-    assert_eq!(db.message(), "server conn crashed?");
-    // On its own, 08P01 is a connection failure…
+    dialect::assert_lost_commit_error(err.error());
+    // On its own, the proxy's error is a connection failure…
     assert_eq!(
         txretry::classify(err.error()).verdict,
         Verdict::Transient(TransientKind::Connection)
@@ -86,7 +87,7 @@ fn assert_ambiguous_commit(err: &TxError<sqlx::Error>) {
     let outcome = err.outcome();
     assert!(outcome.may_have_committed(), "{outcome:?}");
     assert_eq!(outcome.verdict(), Verdict::Ambiguous);
-    assert_eq!(outcome.code(), sqlstate("08P01"));
+    assert_eq!(outcome.code(), lost_commit_code());
     assert_eq!(outcome.phase(), Phase::Commit);
     assert_eq!(outcome.attempts(), 1);
     assert_eq!(outcome.history().len(), 1);
@@ -94,12 +95,16 @@ fn assert_ambiguous_commit(err: &TxError<sqlx::Error>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commit_answered_with_a_connection_error_is_ambiguous_and_not_rerun() {
-    let Some((url, direct)) = setup("sqlx-postgres commit fault", 2).await else {
+    let Some((url, direct)) = setup(&format!("{DRIVER} commit fault"), 2).await else {
         return;
     };
     let t = table("commit_fault");
-    // No key: a second run would show as a second row, not as a unique violation.
-    exec(&direct, format!("CREATE TABLE {t} (note text NOT NULL)")).await;
+    // No key: a second run would show as a second row, not as a duplicate-key error.
+    exec(
+        &direct,
+        format!("CREATE TABLE {t} (note {TEXT} NOT NULL){TABLE_OPTIONS}"),
+    )
+    .await;
     let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
     let (pool, released) = pool_via(&proxy).await;
 
@@ -116,7 +121,7 @@ async fn commit_answered_with_a_connection_error_is_ambiguous_and_not_rerun() {
             .map(drop)
     }))
     .await
-    .expect_err("the proxy answers the COMMIT with 08P01");
+    .expect_err("the proxy answers the COMMIT with a connection error");
 
     assert_ambiguous_commit(&err);
     assert_eq!(
@@ -157,13 +162,13 @@ async fn commit_answered_with_a_connection_error_is_ambiguous_and_not_rerun() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_call_retries_an_ambiguous_commit() {
-    let Some((url, direct)) = setup("sqlx-postgres commit fault idempotent", 2).await else {
+    let Some((url, direct)) = setup(&format!("{DRIVER} commit fault idempotent"), 2).await else {
         return;
     };
     let t = table("commit_fault_idem");
     exec(
         &direct,
-        format!("CREATE TABLE {t} (id int PRIMARY KEY, note text NOT NULL)"),
+        format!("CREATE TABLE {t} (id int PRIMARY KEY, note {TEXT} NOT NULL){TABLE_OPTIONS}"),
     )
     .await;
     let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
@@ -174,31 +179,27 @@ async fn idempotent_call_retries_an_ambiguous_commit() {
     let options = TxOptions::new().idempotent(true);
     let before = released_so_far(&pool, &released).await;
     proxy.arm_commit_faults(1);
-    let mut pids = Vec::new();
+    let mut sessions = Vec::new();
     let inserted = within(txretry::sqlx::transaction_with(
         &pool,
         &policy,
         &options,
         async |tx| {
-            let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-                .fetch_one(&mut **tx)
-                .await?;
-            pids.push(pid);
+            let session: SessionId = sqlx::query_scalar(SESSION_ID).fetch_one(&mut **tx).await?;
+            sessions.push(session);
             // Idempotent: keyed by a fixed id, a second run changes nothing.
-            let done = sqlx::query(sql(format!(
-                "INSERT INTO {t} VALUES (18, 'order 18') ON CONFLICT (id) DO NOTHING"
-            )))
-            .execute(&mut **tx)
-            .await?;
+            let done = sqlx::query(sql(insert_once(&t, "18, 'order 18'")))
+                .execute(&mut **tx)
+                .await?;
             Ok::<_, sqlx::Error>(done.rows_affected())
         },
     ))
     .await
     .expect("the idempotent call is retried and commits");
 
-    assert_eq!(pids.len(), 2, "two attempts: {pids:?}");
+    assert_eq!(sessions.len(), 2, "two attempts: {sessions:?}");
     assert_ne!(
-        pids[0], pids[1],
+        sessions[0], sessions[1],
         "the second attempt ran on a new connection: the broken one was discarded"
     );
     assert_eq!(
@@ -214,7 +215,7 @@ async fn idempotent_call_retries_an_ambiguous_commit() {
     let judged = seen.judged();
     assert_eq!(judged.len(), 1, "{judged:?}");
     assert_eq!(judged[0].verdict, Verdict::Ambiguous);
-    assert_eq!(judged[0].code, sqlstate("08P01"));
+    assert_eq!(judged[0].code, lost_commit_code());
     assert_eq!(judged[0].phase, Phase::Commit);
     assert!(seen.gave_up().is_empty());
     assert_eq!(proxy.faults_injected(), 1);
