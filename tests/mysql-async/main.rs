@@ -6,6 +6,7 @@
 
 mod common;
 
+mod admission_db;
 mod business_error;
 mod commit_boundary;
 mod connection_lost;

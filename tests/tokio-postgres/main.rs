@@ -5,6 +5,7 @@
 
 mod common;
 
+mod admission_db;
 mod business_error;
 mod commit_fault;
 mod commit_terminated;

@@ -1,5 +1,7 @@
 //! Contention-aware admission: transactions that name the key they contend on wait for
-//! each other in this process instead of colliding in the database and retrying.
+//! each other in this process instead of colliding in the database and retrying, and,
+//! with [`Admission::in_database`], across processes and hosts through locks on the
+//! database itself.
 //!
 //! Backoff spreads retries out after the collision; admission avoids the collision. With
 //! many workers on a few hot rows, the database aborts most concurrent updates of the same
@@ -10,7 +12,9 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
@@ -25,31 +29,155 @@ type Locks = HashMap<u64, Arc<Semaphore>>;
 /// Only the async runners admit (the blocking SQLite runner does not need it: `BEGIN
 /// IMMEDIATE` already makes SQLite admit one writer at a time), and only transactions
 /// that name keys with [`TxOptions::contends_on`](crate::TxOptions::contends_on).
-/// Coordination is per process: several processes still meet in the database.
+/// [`per_key`](Admission::per_key) coordinates the tasks of one process; several
+/// processes still meet in the database unless you add
+/// [`in_database`](Admission::in_database), which makes them take turns on the database
+/// too.
 ///
 /// A transaction whose future is dropped (a timeout, an aborted task), whether it is
 /// waiting for its keys or running, gives back every key it took, and keys nobody holds
 /// or waits for are forgotten, so memory stays bounded by the keys in use.
 ///
 /// ```
+/// use std::time::Duration;
 /// use txretry_core::{Admission, RetryPolicy, TxOptions};
 ///
 /// let policy = RetryPolicy::builder().max_attempts(10).admission(Admission::per_key()).build()?;
 /// // Each transaction names the row it updates; two on the same row never overlap.
 /// let options = TxOptions::new().contends_on(("account", 42));
+///
+/// // Several instances of a service: take turns across all of them, on the database.
+/// let shared = Admission::per_key().in_database(Duration::from_secs(5));
+/// let policy = RetryPolicy::builder().max_attempts(10).admission(shared).build()?;
 /// # let _ = (policy, options);
 /// # Ok::<(), txretry_core::PolicyError>(())
 /// ```
 #[derive(Clone, Default)]
 pub struct Admission {
     keys: Arc<Mutex<Locks>>,
+    /// With [`Admission::in_database`]: how long each database lock may be waited for.
+    database: Option<Duration>,
 }
+
+/// The longest wait for a database lock: Postgres' `lock_timeout` is an `int` of
+/// milliseconds.
+const MAX_DATABASE_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
 
 impl Admission {
     /// At most one attempt in flight per key. A transaction naming several keys takes them
     /// in a fixed order, so two transactions can never wait for each other in a cycle.
     pub fn per_key() -> Self {
         Admission::default()
+    }
+
+    /// Also makes attempts on the same key take turns across processes and hosts: an
+    /// admitted attempt takes one lock per named key on the database, and holds them until
+    /// its transaction ends.
+    ///
+    /// Each process still admits attempts with its own queue first, so it sends at most one
+    /// waiter per key to the database: N processes with M workers each put at most N
+    /// waiters per key on the server. The attempt then takes its keys' locks in the order
+    /// of their [`KeyHash`](crate::KeyHash) (as unsigned numbers), the same order in every
+    /// process, so two transactions never wait for each other in a cycle.
+    ///
+    /// `wait` bounds the wait for each lock. A lock not granted in time fails the attempt
+    /// with a [`LockTimeout`](crate::TransientKind::LockTimeout) failure, which the policy
+    /// retries (or not) like any other lock timeout; nothing waits forever. A transaction
+    /// naming n keys waits at most n × `wait` for its locks. `wait` is capped at
+    /// `i32::MAX` milliseconds (about 24.8 days).
+    ///
+    /// # Default
+    /// Off: [`per_key`](Admission::per_key) alone coordinates the tasks of this process
+    /// only.
+    ///
+    /// # The locks
+    ///
+    /// | database | lock per key | taken | released |
+    /// |---|---|---|---|
+    /// | Postgres | advisory lock on [`KeyHash::to_i64`](crate::KeyHash::to_i64) | with BEGIN (`txretry::sqlx`: in the same round trip; `txretry::tokio_postgres`: one round trip right after) | by COMMIT or ROLLBACK, or when the session ends |
+    /// | MySQL, MariaDB | `GET_LOCK('txretry:<the 16 lowercase hex digits of KeyHash::to_u64>', <seconds>)` | one round trip per key, right before `START TRANSACTION` | `DO RELEASE_ALL_LOCKS()` after COMMIT or ROLLBACK, or when the session ends |
+    /// | SQLite | none: SQLite runs one writer at a time already, and its runners ignore this setting | | |
+    ///
+    /// Only numbers derived from the keys' hashes go into the SQL, never the keys
+    /// themselves. The hash is specified byte for byte (see
+    /// [`ContentionKey`](crate::ContentionKey)), so processes using different txretry
+    /// runners on one database take turns with each other, and so does another service, in
+    /// any language, that takes the same locks.
+    ///
+    /// **Postgres, `txretry::sqlx`.** BEGIN's round trip is one message:
+    ///
+    /// ```text
+    /// BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '<wait>ms';
+    /// SELECT pg_advisory_lock(<key>); …; COMMIT;
+    /// <the transaction's BEGIN>; SELECT pg_advisory_xact_lock(<key>), …; SELECT pg_advisory_unlock(<key>), …
+    /// ```
+    ///
+    /// The wait happens in a short transaction of its own, at session level, before your
+    /// transaction begins: under REPEATABLE READ and SERIALIZABLE the snapshot is taken
+    /// once the keys are held, so the attempt sees what the previous holder committed
+    /// instead of failing on it. The keys then move to transaction-level locks, which
+    /// COMMIT, ROLLBACK and the end of the session release. `lock_timeout` is set in the
+    /// short transaction only (at least 1 ms: 0 would mean no limit): your statements run
+    /// with the session's own value. If a lock is not granted (`55P03`), the runner sends
+    /// `ROLLBACK; SELECT pg_advisory_unlock_all()` before it pools the connection.
+    ///
+    /// **Postgres, `txretry::tokio_postgres`.** tokio-postgres sends BEGIN itself, so the
+    /// locks are taken in one more round trip, inside the transaction:
+    ///
+    /// ```text
+    /// SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true);
+    /// SET LOCAL lock_timeout = '<wait>ms'; SELECT pg_advisory_xact_lock(<key>); …;
+    /// SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true)
+    /// ```
+    ///
+    /// Your statements run with the session's `lock_timeout` (the custom setting
+    /// `txretry.lock_timeout` stays defined, empty, in the session). Under REPEATABLE READ
+    /// and SERIALIZABLE the first of these statements takes the transaction's snapshot
+    /// before the wait, so an attempt that waited for another transaction on the same rows
+    /// fails with a serialization failure (`40001`) and is retried: there, prefer READ
+    /// COMMITTED (with `SELECT … FOR UPDATE`) or `txretry::sqlx`.
+    ///
+    /// **MySQL and MariaDB.** Named locks belong to the session, not the transaction. They
+    /// are taken before `START TRANSACTION` (no transaction is open while the attempt
+    /// waits) and released with `DO RELEASE_ALL_LOCKS()` after COMMIT or ROLLBACK on every
+    /// path; that releases every named lock the session holds, including any your closure
+    /// took, so a pooled connection never carries one to its next borrower. A connection
+    /// whose locks could not be released, or whose attempt was dropped while it held
+    /// them, is closed instead of pooled. `GET_LOCK`'s timeout is in whole seconds on
+    /// MySQL, so the wait is rounded up to whole seconds (0 tries once without waiting).
+    /// `GET_LOCK` returning 0 (not granted in time) fails the attempt with error 1205
+    /// (`LockTimeout`, transient); NULL (the wait was interrupted, e.g. by `KILL QUERY`)
+    /// with 1317, "Query execution was interrupted" (permanent). The runners build these
+    /// errors in the driver's own error type (see each runner's documentation); their
+    /// message starts with `txretry admission:`. Needs MySQL ≥ 5.7 or MariaDB ≥ 10.0.2,
+    /// which hold several named locks per session.
+    ///
+    /// **Cancellation.** Dropping a runner's future while it waits for a database lock
+    /// gives back its place in this process's queue at once. The pooled runners close the
+    /// connection; tokio-postgres queues a ROLLBACK on the client. The server notices only
+    /// when its wait ends (the lock granted, or `wait` elapsed): it then ends the session,
+    /// or rolls the transaction back, which releases every lock the attempt took. Until
+    /// then the cancelled waiter keeps its place in the server's queue.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use txretry_core::{Admission, RetryPolicy};
+    ///
+    /// let admission = Admission::per_key().in_database(Duration::from_secs(5));
+    /// let policy = RetryPolicy::builder().max_attempts(10).admission(admission).build()?;
+    /// # let _ = policy;
+    /// # Ok::<(), txretry_core::PolicyError>(())
+    /// ```
+    #[must_use]
+    pub fn in_database(mut self, wait: Duration) -> Self {
+        self.database = Some(wait.min(MAX_DATABASE_WAIT));
+        self
+    }
+
+    /// The wait for each database lock, when [`in_database`](Admission::in_database) is on.
+    #[doc(hidden)]
+    pub fn database_wait(&self) -> Option<Duration> {
+        self.database
     }
 
     /// Waits until every key is free and holds them until the permit is dropped. `keys`
@@ -104,9 +232,12 @@ impl Admission {
 
 impl fmt::Debug for Admission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Admission")
-            .field("keys_in_use", &self.keys_in_use())
-            .finish()
+        let mut debug = f.debug_struct("Admission");
+        debug.field("keys_in_use", &self.keys_in_use());
+        if let Some(wait) = &self.database {
+            debug.field("in_database", wait);
+        }
+        debug.finish()
     }
 }
 
@@ -166,6 +297,155 @@ pub fn admission_for<'a>(
     match policy.admission() {
         Some(admission) if !options.keys().is_empty() => Some(admission.admit(options.keys())),
         _ => None,
+    }
+}
+
+/// The database locks one attempt takes under [`Admission::in_database`]: the named keys
+/// (hashed, sorted) and the wait for each, with the SQL each engine sends for them.
+/// Everything spliced into that SQL is a number computed here.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DatabaseLocks<'a> {
+    keys: &'a [u64],
+    wait: Duration,
+}
+
+/// The database locks for an attempt, when the policy's admission is
+/// [`in_database`](Admission::in_database) and the transaction named keys.
+#[doc(hidden)]
+#[inline]
+pub fn database_locks<'a>(
+    policy: &'a crate::RetryPolicy,
+    options: &'a crate::TxOptions,
+) -> Option<DatabaseLocks<'a>> {
+    let wait = policy.admission()?.database_wait()?;
+    let keys = options.keys();
+    (!keys.is_empty()).then_some(DatabaseLocks { keys, wait })
+}
+
+impl<'a> DatabaseLocks<'a> {
+    /// Cleans up after a Postgres BEGIN that took locks and failed: ends the failed
+    /// transaction, and drops the session-level locks the wait may have taken.
+    pub const POSTGRES_CLEANUP: &'static str = "ROLLBACK; SELECT pg_advisory_unlock_all()";
+
+    /// Releases a MySQL / MariaDB session's named locks.
+    pub const MYSQL_RELEASE: &'static str = "DO RELEASE_ALL_LOCKS()";
+
+    /// Locks on `keys` (sorted, without repeats: the order they are taken in), for tests;
+    /// runners get theirs from [`database_locks`].
+    pub fn new(keys: &'a [u64], wait: Duration) -> Self {
+        debug_assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
+        DatabaseLocks { keys, wait }
+    }
+
+    /// The keys' hashes, in the order their locks are taken.
+    pub fn keys(&self) -> impl Iterator<Item = u64> + 'a {
+        self.keys.iter().copied()
+    }
+
+    /// The wait for each lock.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Postgres `lock_timeout` in milliseconds: the wait rounded up, at least 1 (0 would
+    /// mean no limit).
+    fn postgres_timeout_ms(&self) -> u128 {
+        self.wait.as_nanos().div_ceil(1_000_000).max(1)
+    }
+
+    /// `GET_LOCK`'s timeout: whole seconds (MySQL reads it as an integer), rounded up.
+    pub fn mysql_timeout_secs(&self) -> u64 {
+        self.wait.as_secs() + u64::from(self.wait.subsec_nanos() > 0)
+    }
+
+    /// Appends `SELECT <function>(<key>)` for each key, as one statement per key
+    /// (`separate`), or as one statement listing them all.
+    fn postgres_calls(&self, sql: &mut String, function: &str, separate: bool) {
+        for (i, key) in self.keys().enumerate() {
+            let lead = match (i, separate) {
+                (0, _) | (_, true) => "; SELECT ",
+                _ => ", ",
+            };
+            // The same 64 bits as a signed number, as `KeyHash::to_i64`.
+            let _ = write!(sql, "{lead}{function}({})", key as i64);
+        }
+    }
+
+    /// Postgres, one message: the wait, at session level in a short READ COMMITTED
+    /// transaction of its own with `lock_timeout` set for it only; then `begin`; then the
+    /// keys move to transaction-level locks, whose first call takes the transaction's
+    /// snapshot once the keys are held, and the session-level ones are let go.
+    pub fn postgres_begin(&self, begin: &str) -> String {
+        let mut sql = format!(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '{}ms'",
+            self.postgres_timeout_ms()
+        );
+        self.postgres_calls(&mut sql, "pg_advisory_lock", true);
+        sql.push_str("; COMMIT; ");
+        sql.push_str(begin);
+        self.postgres_calls(&mut sql, "pg_advisory_xact_lock", false);
+        self.postgres_calls(&mut sql, "pg_advisory_unlock", false);
+        sql
+    }
+
+    /// Postgres, inside a transaction already begun: the transaction-level locks, with
+    /// `lock_timeout` set for them and the session's value put back afterwards.
+    pub fn postgres_in_transaction(&self) -> String {
+        let mut sql = format!(
+            "SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true); \
+             SET LOCAL lock_timeout = '{}ms'",
+            self.postgres_timeout_ms()
+        );
+        self.postgres_calls(&mut sql, "pg_advisory_xact_lock", true);
+        sql.push_str(
+            "; SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true)",
+        );
+        sql
+    }
+
+    /// The MySQL / MariaDB named lock of a key: `txretry:` and the hash's 16 lowercase
+    /// hex digits (24 characters; MySQL allows 64).
+    pub fn mysql_lock_name(key: u64) -> String {
+        format!("txretry:{key:016x}")
+    }
+
+    /// What a runner reports when `GET_LOCK` for `key` answered `result` instead of 1:
+    /// the server error a statement would have failed with (errno, SQLSTATE, message).
+    /// 0 means the lock was not granted within the wait: 1205, as a lock-wait timeout;
+    /// NULL that the wait was interrupted (`KILL QUERY`) or failed: 1317, as an
+    /// interrupted statement.
+    pub fn mysql_refusal(&self, key: u64, result: Option<i64>) -> (u16, &'static str, String) {
+        let name = Self::mysql_lock_name(key);
+        match result {
+            Some(answer) => (
+                1205,
+                "HY000",
+                format!(
+                    "txretry admission: named lock '{name}' not granted within {} s \
+                     (GET_LOCK returned {answer})",
+                    self.mysql_timeout_secs()
+                ),
+            ),
+            None => (
+                1317,
+                "70100",
+                format!(
+                    "txretry admission: the wait for named lock '{name}' was interrupted \
+                     (GET_LOCK returned NULL)"
+                ),
+            ),
+        }
+    }
+
+    /// `SELECT GET_LOCK(<name>, <seconds>)` for one key: 1 granted, 0 timed out, NULL
+    /// interrupted.
+    pub fn mysql_get_lock(&self, key: u64) -> String {
+        format!(
+            "SELECT GET_LOCK('{}', {})",
+            Self::mysql_lock_name(key),
+            self.mysql_timeout_secs()
+        )
     }
 }
 
@@ -256,6 +536,200 @@ mod tests {
         assert_eq!(admission.keys_in_use(), 1);
         drop(second);
         assert_eq!(admission.keys_in_use(), 0);
+    }
+
+    #[test]
+    fn database_locks_need_in_database_and_keys() {
+        let keyed = crate::TxOptions::new().contends_on(2).contends_on(1);
+        let plain = crate::TxOptions::new();
+        let policy = |admission: Option<Admission>| {
+            let builder = crate::RetryPolicy::builder();
+            match admission {
+                Some(admission) => builder.admission(admission),
+                None => builder,
+            }
+            .build()
+            .unwrap()
+        };
+        let none = policy(None);
+        let local = policy(Some(Admission::per_key()));
+        let shared = policy(Some(Admission::per_key().in_database(SECOND)));
+        assert_eq!(database_locks(&none, &keyed), None);
+        assert_eq!(database_locks(&local, &keyed), None);
+        assert_eq!(database_locks(&shared, &plain), None);
+        let locks = database_locks(&shared, &keyed).expect("locks");
+        assert_eq!(locks.wait(), SECOND);
+        let mut sorted = [
+            crate::KeyHash::of(1).to_u64(),
+            crate::KeyHash::of(2).to_u64(),
+        ];
+        sorted.sort_unstable();
+        assert_eq!(locks.keys().collect::<Vec<_>>(), sorted);
+    }
+
+    #[test]
+    fn debug_shows_the_database_wait_when_on() {
+        assert_eq!(
+            format!("{:?}", Admission::per_key()),
+            "Admission { keys_in_use: 0 }"
+        );
+        assert_eq!(
+            format!("{:?}", Admission::per_key().in_database(SECOND)),
+            "Admission { keys_in_use: 0, in_database: 1s }"
+        );
+    }
+
+    #[test]
+    fn the_database_wait_is_capped() {
+        let admission = Admission::per_key().in_database(Duration::MAX);
+        assert_eq!(admission.database_wait(), Some(MAX_DATABASE_WAIT));
+        assert_eq!(Admission::per_key().database_wait(), None);
+        let locks = DatabaseLocks::new(&[1], MAX_DATABASE_WAIT);
+        assert_eq!(locks.postgres_timeout_ms(), i32::MAX as u128);
+    }
+
+    #[test]
+    fn waits_round_up_to_what_each_engine_takes() {
+        let ms = |wait: Duration| DatabaseLocks::new(&[1], wait).postgres_timeout_ms();
+        let secs = |wait: Duration| DatabaseLocks::new(&[1], wait).mysql_timeout_secs();
+        // lock_timeout = 0 would mean no limit.
+        assert_eq!(ms(Duration::ZERO), 1);
+        assert_eq!(ms(Duration::from_micros(1)), 1);
+        assert_eq!(ms(Duration::from_micros(1_500)), 2);
+        assert_eq!(ms(Duration::from_secs(5)), 5_000);
+        // GET_LOCK(name, 0) tries once; MySQL reads the timeout as whole seconds.
+        assert_eq!(secs(Duration::ZERO), 0);
+        assert_eq!(secs(Duration::from_millis(1)), 1);
+        assert_eq!(secs(Duration::from_secs(1)), 1);
+        assert_eq!(secs(Duration::from_millis(1_200)), 2);
+    }
+
+    /// `("account", 42)`: `0xcec6_cacd_78fe_11c7`, `-3546924672660663865` as a bigint.
+    const ACCOUNT_42: u64 = 0xcec6_cacd_78fe_11c7;
+
+    #[test]
+    fn postgres_sql_takes_the_keys_before_the_snapshot() {
+        assert_eq!(crate::KeyHash::of(("account", 42)).to_u64(), ACCOUNT_42);
+        let one = DatabaseLocks::new(&[ACCOUNT_42], Duration::from_millis(250));
+        assert_eq!(
+            one.postgres_begin("BEGIN ISOLATION LEVEL REPEATABLE READ"),
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '250ms'; \
+             SELECT pg_advisory_lock(-3546924672660663865); COMMIT; \
+             BEGIN ISOLATION LEVEL REPEATABLE READ; \
+             SELECT pg_advisory_xact_lock(-3546924672660663865); \
+             SELECT pg_advisory_unlock(-3546924672660663865)"
+        );
+        // In the keys' order as unsigned numbers (so 7 before u64::MAX, which is -1).
+        let two = DatabaseLocks::new(&[7, u64::MAX], SECOND);
+        assert_eq!(
+            two.postgres_begin("BEGIN"),
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '1000ms'; \
+             SELECT pg_advisory_lock(7); SELECT pg_advisory_lock(-1); COMMIT; BEGIN; \
+             SELECT pg_advisory_xact_lock(7), pg_advisory_xact_lock(-1); \
+             SELECT pg_advisory_unlock(7), pg_advisory_unlock(-1)"
+        );
+        let extremes = DatabaseLocks::new(&[0, 1 << 63], SECOND);
+        assert!(extremes.postgres_begin("BEGIN").contains(
+            "SELECT pg_advisory_lock(0); SELECT pg_advisory_lock(-9223372036854775808);"
+        ));
+    }
+
+    #[test]
+    fn postgres_sql_inside_a_transaction_restores_lock_timeout() {
+        let two = DatabaseLocks::new(&[7, ACCOUNT_42], Duration::from_secs(2));
+        assert_eq!(
+            two.postgres_in_transaction(),
+            "SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true); \
+             SET LOCAL lock_timeout = '2000ms'; \
+             SELECT pg_advisory_xact_lock(7); \
+             SELECT pg_advisory_xact_lock(-3546924672660663865); \
+             SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true)"
+        );
+    }
+
+    #[test]
+    fn mysql_sql_names_the_lock_by_the_hash() {
+        assert_eq!(
+            DatabaseLocks::mysql_lock_name(ACCOUNT_42),
+            "txretry:cec6cacd78fe11c7"
+        );
+        assert_eq!(
+            DatabaseLocks::mysql_lock_name(7),
+            "txretry:0000000000000007"
+        );
+        let locks = DatabaseLocks::new(&[7, ACCOUNT_42], Duration::from_millis(2_500));
+        assert_eq!(
+            locks.mysql_get_lock(ACCOUNT_42),
+            "SELECT GET_LOCK('txretry:cec6cacd78fe11c7', 3)"
+        );
+        assert_eq!(DatabaseLocks::MYSQL_RELEASE, "DO RELEASE_ALL_LOCKS()");
+        assert_eq!(
+            locks.mysql_refusal(7, Some(0)),
+            (
+                1205,
+                "HY000",
+                "txretry admission: named lock 'txretry:0000000000000007' not granted within \
+                 3 s (GET_LOCK returned 0)"
+                    .into()
+            )
+        );
+        let (errno, state, message) = locks.mysql_refusal(7, None);
+        assert_eq!((errno, state), (1317, "70100"));
+        assert!(message.starts_with("txretry admission: "), "{message}");
+        assert!(message.contains("'txretry:0000000000000007'"), "{message}");
+        // What the default table makes of them: retried, and not.
+        use crate::{Code, TransientKind, Verdict, default_verdict};
+        assert_eq!(
+            default_verdict(Code::MySql(1205)),
+            Some(Verdict::Transient(TransientKind::LockTimeout))
+        );
+        assert_eq!(default_verdict(Code::MySql(1317)), None);
+    }
+
+    /// Whatever the keys, the SQL holds only fixed text and numbers.
+    #[test]
+    fn only_numbers_are_spliced_into_the_sql() {
+        let keys: Vec<u64> = [
+            crate::KeyHash::of("'; DROP TABLE t; --"),
+            crate::KeyHash::of(("tenant", "o'brien")),
+            crate::KeyHash::of(u128::MAX),
+        ]
+        .map(crate::KeyHash::to_u64)
+        .into_iter()
+        .collect();
+        let mut keys = keys;
+        keys.sort_unstable();
+        let locks = DatabaseLocks::new(&keys, SECOND);
+        let mut texts = vec![
+            locks.postgres_begin("BEGIN"),
+            locks.postgres_in_transaction(),
+        ];
+        texts.extend(keys.iter().map(|&k| locks.mysql_get_lock(k)));
+        let fixed = [
+            "BEGIN ISOLATION LEVEL READ COMMITTED",
+            "SET LOCAL lock_timeout = '1000ms'",
+            "SELECT pg_advisory_lock(",
+            "SELECT pg_advisory_xact_lock(",
+            "SELECT pg_advisory_unlock(",
+            "pg_advisory_xact_lock(",
+            "pg_advisory_unlock(",
+            "SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true)",
+            "SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true)",
+            "SELECT GET_LOCK('txretry:",
+            "COMMIT",
+            "BEGIN",
+        ];
+        for text in texts {
+            let mut rest = text.clone();
+            for f in fixed {
+                rest = rest.replace(f, "");
+            }
+            assert!(
+                rest.chars()
+                    .all(|c| c.is_ascii_hexdigit() || "-;,)' ".contains(c)),
+                "{text}: left {rest:?}"
+            );
+        }
     }
 
     /// Keys come from a small set (so they are contended) that moves on every

@@ -85,9 +85,10 @@ impl TxOptions {
 
     /// Names a key this transaction contends on (a row, an account, a tenant): under a
     /// policy with [`Admission::per_key`](crate::Admission::per_key), attempts naming the
-    /// same key never run at the same time in this process. Call it once per key; any
-    /// [`ContentionKey`](crate::ContentionKey) works (`42`, `"tenant"`, `("account", 42)`,
-    /// or a type of your own).
+    /// same key never run at the same time in this process, and with
+    /// [`Admission::in_database`](crate::Admission::in_database) in no process sharing the
+    /// database. Call it once per key; any [`ContentionKey`](crate::ContentionKey) works
+    /// (`42`, `"tenant"`, `("account", 42)`, or a type of your own).
     ///
     /// Keys are equal when their values are, whatever their Rust types: `contends_on(42_i32)`
     /// and `contends_on(42_i64)` name the same key. They are compared by their stable

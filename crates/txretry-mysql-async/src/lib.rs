@@ -53,6 +53,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{
     Conn, DriverError, Error, IoError, IsolationLevel, Pool, ServerError, Transaction, TxOpts,
 };
+use txretry_core::__private::{DatabaseLocks, database_locks};
 use txretry_core::{
     AsError, Code, Isolation, RetryPolicy, RetryState, TxError, TxFailure, TxOptions,
 };
@@ -178,6 +179,26 @@ where
 /// If the returned future is dropped mid-attempt, the connection is closed (in the
 /// background) rather than returned to the pool with a half-finished exchange.
 ///
+/// # Admission across processes
+/// Under a policy whose [`Admission`](txretry_core::Admission) is
+/// [`in_database`](txretry_core::Admission::in_database), an attempt that names keys
+/// ([`TxOptions::contends_on`]) takes one named lock per key before `START TRANSACTION`,
+/// one round trip each, in key order:
+/// `SELECT GET_LOCK('txretry:<16 hex digits of the KeyHash>', <wait in whole seconds, rounded up>)`.
+/// After COMMIT or ROLLBACK, on every path, it sends `DO RELEASE_ALL_LOCKS()` (one more
+/// round trip) before the connection goes back to the pool; this releases every named lock
+/// the session holds, including any the closure took. A connection whose locks could not
+/// be released, or whose attempt was dropped after the first `GET_LOCK` was sent, is
+/// closed instead (the server then drops its locks).
+///
+/// A lock not granted within the wait (`GET_LOCK` returned 0) fails the attempt with
+/// `Error::Server(ServerError { code: 1205, state: "HY000", .. })`, built by the runner,
+/// whose message starts with `txretry admission:` and names the lock: a
+/// [`LockTimeout`](txretry_core::TransientKind::LockTimeout), retried under the policy. An
+/// interrupted wait (`GET_LOCK` returned NULL, e.g. after `KILL QUERY`) fails it with code
+/// 1317 ("Query execution was interrupted", SQLSTATE `70100`), permanent by default. Needs
+/// MySQL ≥ 5.7 or MariaDB ≥ 10.0.2 (several named locks per session).
+///
 /// ```no_run
 /// use mysql_async::prelude::*;
 /// use txretry_core::{Isolation, RetryPolicy, TxOptions};
@@ -220,14 +241,28 @@ where
 {
     let (tx_opts, untyped_level) = tx_opts(&options);
     let mut state = RetryState::new(&policy, &options);
+    // Database-backed admission: the named locks each attempt takes, if any.
+    let locks = database_locks(&policy, &options);
     txretry_core::retry_async!(state, admission = &options, async {
         let conn = pool
             .get_conn()
             .await
             .map_err(|e| TxFailure::in_body(&policy, extract, E::from(e)))?;
         // Closed instead of pooled if this attempt is dropped before the session is known
-        // clean (BEGIN in flight, or a transaction left open).
-        let mut lease = Lease(Some(conn));
+        // clean (BEGIN in flight, a transaction left open, named locks held).
+        let mut lease = Lease {
+            conn: Some(conn),
+            named_locks: false,
+        };
+        if let Some(locks) = &locks {
+            // From the first GET_LOCK on, the session may hold named locks: the lease
+            // releases them before it pools the connection, or closes it.
+            lease.named_locks = true;
+            if let Err(e) = take_locks(lease.conn(), locks).await {
+                // No transaction is open: the session is clean but for the locks.
+                return Err(failed(&policy, lease, E::from(e), true).await);
+            }
+        }
         let conn = lease.conn();
         if let Some(level) = untyped_level {
             // A level this version of mysql_async has no typed option for: the same
@@ -259,7 +294,7 @@ where
         };
         match outcome {
             Outcome::Committed(value) => {
-                lease.release();
+                lease.release().await;
                 Ok(value)
             }
             Outcome::Failed { error, rolled_back } => {
@@ -272,7 +307,7 @@ where
                 if failure.discards_connection() {
                     lease.discard().await;
                 } else {
-                    lease.release();
+                    lease.release().await;
                 }
                 Err(failure)
             }
@@ -306,32 +341,67 @@ where
     if !rolled_back || failure.discards_connection() {
         lease.discard().await;
     } else {
-        lease.release();
+        lease.release().await;
     }
     failure
 }
 
+/// Takes the named locks of database-backed admission, one `SELECT GET_LOCK(…)` per key in
+/// order (text protocol); stops at the first one not granted, with the server error a
+/// statement would have failed with (1205 for 0, 1317 for NULL; see
+/// [`transaction_with`]).
+async fn take_locks(conn: &mut Conn, locks: &DatabaseLocks<'_>) -> Result<(), Error> {
+    for key in locks.keys() {
+        let granted: Option<Option<i64>> = conn.query_first(locks.mysql_get_lock(key)).await?;
+        let granted = granted.flatten();
+        if granted != Some(1) {
+            let (code, state, message) = locks.mysql_refusal(key, granted);
+            return Err(Error::Server(ServerError {
+                code,
+                message,
+                state: state.into(),
+            }));
+        }
+    }
+    Ok(())
+}
+
 /// A pooled connection one attempt holds. Dropped without [`Lease::release`] (the attempt
 /// was cancelled mid-exchange), it closes the connection in the background, so the pool
-/// never hands out a connection with an unread reply or an open transaction.
-struct Lease(Option<Conn>);
+/// never hands out a connection with an unread reply, an open transaction or named locks.
+struct Lease {
+    conn: Option<Conn>,
+    /// The session may hold named locks of database-backed admission:
+    /// [`Lease::release`] releases them first.
+    named_locks: bool,
+}
 
 impl Lease {
     fn conn(&mut self) -> &mut Conn {
-        self.0
+        self.conn
             .get_or_insert_with(|| unreachable!("a lease holds its connection until it ends"))
     }
 
-    /// The session is clean: back to the pool.
-    fn release(mut self) {
-        drop(self.0.take());
+    /// The session is clean: back to the pool, once its named locks (if it may hold any)
+    /// are released; a connection whose locks could not be released is closed instead.
+    async fn release(mut self) {
+        if self.named_locks
+            && self
+                .conn()
+                .query_drop(DatabaseLocks::MYSQL_RELEASE)
+                .await
+                .is_err()
+        {
+            return self.discard().await;
+        }
+        drop(self.conn.take());
     }
 
     /// Closes the connection so the pool never hands it out again. `Conn::disconnect`
     /// marks it disconnected before anything can fail, and the pool drops disconnected
-    /// connections.
+    /// connections. The server drops the session's named locks with it.
     async fn discard(mut self) {
-        if let Some(conn) = self.0.take() {
+        if let Some(conn) = self.conn.take() {
             let _ = conn.disconnect().await;
         }
     }
@@ -339,7 +409,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(conn) = self.0.take()
+        if let Some(conn) = self.conn.take()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             runtime.spawn(async move {

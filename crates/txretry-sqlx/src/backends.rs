@@ -1,22 +1,29 @@
 //! The per-database part of the runner: how each database begins a transaction with
-//! [`TxOptions`]. Every statement is assembled from fixed strings only.
+//! [`TxOptions`], and takes the locks of database-backed admission. Every statement is
+//! assembled from fixed strings and numbers only.
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
+use txretry_core::__private::DatabaseLocks;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 use txretry_core::TxOptions;
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-use crate::runner::{Backend, Cleanup, sealed};
+use crate::runner::{Backend, Cleanup, LockStyle, sealed};
 
 #[cfg(feature = "postgres")]
 impl sealed::Sealed for sqlx::Postgres {}
 
 /// `BEGIN [ISOLATION LEVEL …] [READ ONLY]`. Read-write is never spelled out, so the
 /// server's `default_transaction_read_only` (and hot standbys) keep working.
+///
+/// Database-backed admission takes advisory locks in the same simple-query message: the
+/// wait at session level in a short transaction before BEGIN, then transaction-level
+/// locks inside it (see [`DatabaseLocks::postgres_begin`]).
 #[cfg(feature = "postgres")]
 impl Backend for sqlx::Postgres {
-    fn begin_statement(options: &TxOptions) -> SqlStr {
+    fn begin_statement(options: &TxOptions, locks: Option<&DatabaseLocks<'_>>) -> SqlStr {
         let mut sql = String::from("BEGIN");
         if let Some(level) = options.get_isolation() {
             sql.push_str(" ISOLATION LEVEL ");
@@ -25,7 +32,21 @@ impl Backend for sqlx::Postgres {
         if options.is_read_only() {
             sql.push_str(" READ ONLY");
         }
+        if let Some(locks) = locks {
+            sql = locks.postgres_begin(&sql);
+        }
         AssertSqlSafe(sql).into_sql_str()
+    }
+
+    const LOCKS: LockStyle = LockStyle::InBegin;
+
+    const LOCK_CLEANUP: &'static str = DatabaseLocks::POSTGRES_CLEANUP;
+
+    async fn take_locks(
+        _: &mut sqlx::PgConnection,
+        _: DatabaseLocks<'_>,
+    ) -> Result<(), sqlx::Error> {
+        Ok(())
     }
 
     fn after_begin(_: &TxOptions, _: Cleanup) -> Option<&'static str> {
@@ -58,9 +79,12 @@ impl sealed::Sealed for sqlx::MySql {}
 /// text-protocol query. `SET TRANSACTION` without `SESSION` applies to the next transaction
 /// only; should `START TRANSACTION` then fail, the runner closes the connection rather than
 /// pool it with that level pending.
+///
+/// Database-backed admission takes named locks, `SELECT GET_LOCK(…)` per key, before
+/// BEGIN, and releases them with `DO RELEASE_ALL_LOCKS()` after the transaction.
 #[cfg(feature = "mysql")]
 impl Backend for sqlx::MySql {
-    fn begin_statement(options: &TxOptions) -> SqlStr {
+    fn begin_statement(options: &TxOptions, _: Option<&DatabaseLocks<'_>>) -> SqlStr {
         let mut sql = String::new();
         if let Some(level) = options.get_isolation() {
             sql.push_str("SET TRANSACTION ISOLATION LEVEL ");
@@ -95,6 +119,30 @@ impl Backend for sqlx::MySql {
         None
     }
 
+    const LOCKS: LockStyle = LockStyle::Session;
+
+    const LOCK_CLEANUP: &'static str = DatabaseLocks::MYSQL_RELEASE;
+
+    /// One `SELECT GET_LOCK(…)` per key, in order, over the text protocol (no prepared
+    /// statement per key); stops at the first lock not granted.
+    async fn take_locks(
+        conn: &mut sqlx::MySqlConnection,
+        locks: DatabaseLocks<'_>,
+    ) -> Result<(), sqlx::Error> {
+        use sqlx::Row;
+        for key in locks.keys() {
+            let row = sqlx::raw_sql(AssertSqlSafe(locks.mysql_get_lock(key)))
+                .fetch_one(&mut *conn)
+                .await?;
+            let granted: Option<i64> = row.try_get(0)?;
+            if granted != Some(1) {
+                let refused = crate::admission::LockNotGranted::new(&locks, key, granted);
+                return Err(sqlx::Error::Database(Box::new(refused)));
+            }
+        }
+        Ok(())
+    }
+
     async fn run_statement(
         conn: &mut sqlx::MySqlConnection,
         sql: &'static str,
@@ -107,9 +155,10 @@ impl Backend for sqlx::MySql {
 mod sqlite {
     use sqlx::{SqlSafeStr, SqlStr};
     use sqlx_sqlite::{Sqlite, SqliteConnection};
+    use txretry_core::__private::DatabaseLocks;
     use txretry_core::TxOptions;
 
-    use crate::runner::{Backend, Cleanup, sealed};
+    use crate::runner::{Backend, Cleanup, LockStyle, sealed};
 
     impl sealed::Sealed for Sqlite {}
 
@@ -118,8 +167,10 @@ mod sqlite {
     /// `PRAGMA query_only = ON` right after BEGIN; the pragma belongs to the connection, so
     /// the runner turns it off after the transaction — unless the connection already had
     /// it on, which the runner reads before BEGIN and then leaves alone.
+    ///
+    /// Database-backed admission takes no locks: SQLite runs one writer at a time.
     impl Backend for Sqlite {
-        fn begin_statement(options: &TxOptions) -> SqlStr {
+        fn begin_statement(options: &TxOptions, _: Option<&DatabaseLocks<'_>>) -> SqlStr {
             use txretry_core::SqliteBegin::*;
             let begin = if options.is_read_only() {
                 Deferred
@@ -153,6 +204,17 @@ mod sqlite {
 
         fn abort_check() -> Option<&'static str> {
             None
+        }
+
+        const LOCKS: LockStyle = LockStyle::None;
+
+        const LOCK_CLEANUP: &'static str = "";
+
+        async fn take_locks(
+            _: &mut SqliteConnection,
+            _: DatabaseLocks<'_>,
+        ) -> Result<(), sqlx::Error> {
+            Ok(())
         }
 
         async fn run_statement(

@@ -11,6 +11,8 @@ use txretry_core::Code;
 use txretry_core::SqlState;
 
 #[cfg(feature = "mysql")]
+use crate::LockNotGranted;
+#[cfg(feature = "mysql")]
 use sqlx::mysql::MySqlDatabaseError;
 #[cfg(feature = "postgres")]
 use sqlx::postgres::PgDatabaseError;
@@ -49,6 +51,10 @@ pub fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
     if let Some(error) = error.downcast_ref::<MySqlDatabaseError>() {
         return Some(mysql_code(error));
     }
+    #[cfg(feature = "mysql")]
+    if let Some(error) = error.downcast_ref::<LockNotGranted>() {
+        return Some(Code::MySql(error.number()));
+    }
     #[cfg(feature = "sqlite")]
     if let Some(error) = error.downcast_ref::<SqliteError>() {
         return sqlite_code(error);
@@ -64,6 +70,7 @@ txretry_core::register_extractor!(extract);
 /// |---|---|
 /// | `Database` from Postgres | [`Code::SqlState`] (`PgDatabaseError::code()`) |
 /// | `Database` from MySQL / MariaDB | [`Code::MySql`] with the errno (`MySqlDatabaseError::number()`); the SQLSTATE is ignored, it is too coarse (1205 is `HY000`) |
+/// | `Database` holding a [`LockNotGranted`](crate::LockNotGranted) (feature `mysql`: database-backed admission could not take a named lock) | [`Code::MySql`] with its number, 1205 or 1317 |
 /// | `Database` from SQLite | [`Code::Sqlite`] with the extended result code (e.g. 517) |
 /// | `Io` whose kind means the connection broke (reset, aborted, EOF, …), or `Tls` wrapping such an I/O error | `Code::Driver("io")`, by the core's [`io_code`](txretry_core::io_code) |
 /// | `PoolTimedOut` | `Code::Driver("pool timed out")` |
@@ -112,6 +119,10 @@ pub fn database_error_code(error: &dyn DatabaseError) -> Option<Code> {
     #[cfg(feature = "mysql")]
     if let Some(error) = error.try_downcast_ref::<MySqlDatabaseError>() {
         return Some(mysql_code(error));
+    }
+    #[cfg(feature = "mysql")]
+    if let Some(error) = error.try_downcast_ref::<LockNotGranted>() {
+        return Some(Code::MySql(error.number()));
     }
     #[cfg(feature = "sqlite")]
     if let Some(error) = error.try_downcast_ref::<SqliteError>() {

@@ -154,11 +154,15 @@ own sqlx features decide (`sqlite` bundles it, `sqlite-unbundled` uses the syste
 [`TxOptions::idempotent`]: txretry_core::TxOptions::idempotent
 "#]
 
+#[cfg(feature = "mysql")]
+mod admission;
 mod backends;
 mod codes;
 mod runner;
 
+#[cfg(feature = "mysql")]
+pub use admission::LockNotGranted;
 pub use codes::{database_error_code, error_code, extract};
-#[doc(hidden)]
-pub use runner::Cleanup;
 pub use runner::{Backend, transaction, transaction_with};
+#[doc(hidden)]
+pub use runner::{Cleanup, LockStyle};

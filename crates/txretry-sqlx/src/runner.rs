@@ -1,10 +1,12 @@
 //! The retrying transaction runner, written once for every sqlx database; only the BEGIN
-//! statement (and SQLite's read-only switch) differ per database (see [`Backend`]).
+//! statement, SQLite's read-only switch and the locks of database-backed admission differ
+//! per database (see [`Backend`]).
 
 use std::future::Future;
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Database, Pool, SqlStr, Transaction};
+use txretry_core::__private::{DatabaseLocks, database_locks};
 use txretry_core::{AsError, RetryPolicy, RetryState, TxError, TxFailure, TxOptions};
 
 use crate::codes::extract;
@@ -16,9 +18,30 @@ use crate::codes::extract;
 /// methods are internal.
 pub trait Backend: Database + sealed::Sealed {
     /// The statement that begins a transaction with `options`, built only from fixed
-    /// strings (never from user text).
+    /// strings and numbers (never from user text). With `locks` (only passed when
+    /// [`LOCKS`](Backend::LOCKS) is [`LockStyle::InBegin`]), it also takes the locks of
+    /// database-backed admission, in the same round trip.
     #[doc(hidden)]
-    fn begin_statement(options: &TxOptions) -> SqlStr;
+    fn begin_statement(options: &TxOptions, locks: Option<&DatabaseLocks<'_>>) -> SqlStr;
+
+    /// How this database takes the locks of database-backed admission
+    /// ([`Admission::in_database`](txretry_core::Admission::in_database)).
+    #[doc(hidden)]
+    const LOCKS: LockStyle;
+
+    /// [`LockStyle::InBegin`]: run after a BEGIN that took locks failed (it may have left
+    /// the session in a failed transaction, holding session-level locks).
+    /// [`LockStyle::Session`]: releases the session's locks after the transaction.
+    #[doc(hidden)]
+    const LOCK_CLEANUP: &'static str;
+
+    /// [`LockStyle::Session`]: takes the locks before BEGIN, one key at a time; fails with
+    /// a database error when one is not granted.
+    #[doc(hidden)]
+    fn take_locks<'c>(
+        conn: &'c mut Self::Connection,
+        locks: DatabaseLocks<'c>,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'c;
 
     /// A statement to run inside the transaction right after BEGIN, if any (SQLite:
     /// `PRAGMA query_only = ON` for a read-only transaction, unless the connection already
@@ -63,6 +86,18 @@ pub enum Cleanup {
     DiscardIfBeginFailed,
 }
 
+/// How a database takes the locks of database-backed admission.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockStyle {
+    /// None: the database runs one writer at a time (SQLite).
+    None,
+    /// In BEGIN's round trip, held until the transaction ends (Postgres).
+    InBegin,
+    /// Session locks taken before BEGIN, released after the transaction (MySQL).
+    Session,
+}
+
 pub(crate) mod sealed {
     pub trait Sealed {}
 }
@@ -98,7 +133,8 @@ pub(crate) mod sealed {
 /// - The connection is closed instead of returned to the pool when the driver's error says
 ///   it is broken (a connection-class code, an I/O error; judged from the error itself,
 ///   whatever your classifier says), when ROLLBACK fails, or when the runner's future is
-///   dropped while session settings from [`TxOptions`] are in force.
+///   dropped while session settings from [`TxOptions`] are in force or while the session
+///   may hold locks of database-backed admission (see [`transaction_with`]).
 ///
 /// # `Send` and `tokio::spawn`
 /// The returned future owns clones of the pool handle, the policy and the options (all
@@ -168,7 +204,24 @@ where
 ///
 /// Under a policy with [`Admission`](txretry_core::Admission), each attempt first waits
 /// for the keys named with [`TxOptions::contends_on`], and releases them when the attempt
-/// ends.
+/// ends. With [`Admission::in_database`](txretry_core::Admission::in_database) the
+/// admitted attempt also takes one lock per key on the database, so that processes take
+/// turns too:
+///
+/// - Postgres: in BEGIN's own round trip (the message is shown on `in_database`): the
+///   wait happens before the transaction's snapshot, so REPEATABLE READ and SERIALIZABLE
+///   transactions see what the previous holder committed. A lock not granted within the
+///   wait fails the attempt with Postgres' own `55P03` (`LockTimeout`); the runner then
+///   sends `ROLLBACK; SELECT pg_advisory_unlock_all()` before the connection goes back to
+///   the pool.
+/// - MySQL / MariaDB: `SELECT GET_LOCK(…)` per key before BEGIN (one round trip each) and
+///   `DO RELEASE_ALL_LOCKS()` after COMMIT or ROLLBACK (one more). A lock not granted in
+///   time fails the attempt with a [`sqlx::Error::Database`] holding a
+///   [`LockNotGranted`](crate::LockNotGranted) (errno 1205, `LockTimeout`).
+/// - SQLite: nothing (one writer at a time already).
+///
+/// A connection is closed instead of pooled when the runner's future is dropped while its
+/// session may hold such locks, or when they could not be released.
 ///
 /// ```no_run
 /// # #[cfg(feature = "postgres")]
@@ -210,6 +263,12 @@ where
     E: From<sqlx::Error> + AsError<V>,
 {
     let mut state = RetryState::new(&policy, &options);
+    // Database-backed admission: the locks each attempt takes on the database, if any.
+    let locks = match DB::LOCKS {
+        LockStyle::None => None,
+        LockStyle::InBegin | LockStyle::Session => database_locks(&policy, &options),
+    };
+    let locks_in_begin = locks.filter(|_| DB::LOCKS == LockStyle::InBegin);
     txretry_core::retry_async!(state, admission = &options, async {
         let body = |error: E| TxFailure::in_body(&policy, extract, error);
         let conn = pool.acquire().await.map_err(|e| body(E::from(e)))?;
@@ -218,6 +277,7 @@ where
         let mut lease = Lease {
             conn,
             discard_on_drop: true,
+            session_locks: false,
         };
         let cleanup = match DB::session_cleanup(&mut lease.conn, &options).await {
             Ok(cleanup) => cleanup,
@@ -225,21 +285,39 @@ where
         };
         lease.discard_on_drop = cleanup != Cleanup::Nothing;
 
+        if let Some(locks) = locks.filter(|_| DB::LOCKS == LockStyle::Session) {
+            // From the first request on, the session may hold locks: the lease releases
+            // them when the attempt ends, or closes the connection.
+            lease.session_locks = true;
+            if let Err(error) = DB::take_locks(&mut lease.conn, locks).await {
+                let failure = body(E::from(error));
+                let discard = failure.discards_connection();
+                lease.finish(cleanup, discard).await;
+                return Err(failure);
+            }
+        }
+        if locks_in_begin.is_some() {
+            // Until BEGIN has answered, the session may hold locks (and a transaction)
+            // that no `Transaction` knows of.
+            lease.discard_on_drop = true;
+        }
+
         // Everything that borrows the connection ends inside this block; then the lease
         // restores the session or marks the connection for closing.
-        let (result, discard) = {
-            match lease.conn.begin_with(DB::begin_statement(&options)).await {
+        let begin = DB::begin_statement(&options, locks_in_begin.as_ref());
+        let (result, mut discard, begin_failed) = {
+            match lease.conn.begin_with(begin).await {
                 Err(error) => {
                     let failure = body(E::from(error));
                     let discard =
                         failure.discards_connection() || cleanup == Cleanup::DiscardIfBeginFailed;
-                    (Err(failure), discard)
+                    (Err(failure), discard, true)
                 }
                 Ok(mut tx) => {
-                    if cleanup == Cleanup::DiscardIfBeginFailed {
-                        // The one-shot setting was consumed by this transaction.
-                        lease.discard_on_drop = false;
-                    }
+                    // The transaction is known to sqlx now (a dropped attempt rolls it
+                    // back), and a one-shot setting was consumed by it; only SQLite's
+                    // read-only switch still needs restoring.
+                    lease.discard_on_drop = matches!(cleanup, Cleanup::Sql(_));
                     // A failed setup statement, or a failed abort check, is handled like a
                     // failed closure: COMMIT has not been sent.
                     let setup = match DB::after_begin(&options, cleanup) {
@@ -259,14 +337,14 @@ where
                     };
                     match value {
                         Ok(value) => match tx.commit().await {
-                            Ok(()) => (Ok(value), false),
+                            Ok(()) => (Ok(value), false, false),
                             Err(error) => {
                                 // The failed Transaction queued a ROLLBACK on drop; the pool
                                 // flushes it when the connection comes back.
                                 let failure =
                                     TxFailure::at_commit(&policy, extract, E::from(error));
                                 let discard = failure.discards_connection();
-                                (Err(failure), discard)
+                                (Err(failure), discard, false)
                             }
                         },
                         Err(error) => {
@@ -276,12 +354,19 @@ where
                             // timeout applied.
                             let rolled_back = tx.rollback().await.is_ok();
                             let discard = !rolled_back || failure.discards_connection();
-                            (Err(failure), discard)
+                            (Err(failure), discard, false)
                         }
                     }
                 }
             }
         };
+        if begin_failed && locks_in_begin.is_some() && !discard {
+            // The failed message may have left a failed transaction and session-level
+            // locks behind (Postgres: a lock not granted in time).
+            discard = DB::run_statement(&mut lease.conn, DB::LOCK_CLEANUP)
+                .await
+                .is_err();
+        }
         lease.finish(cleanup, discard).await;
         result
     })
@@ -292,24 +377,36 @@ struct Lease<DB: Database> {
     conn: PoolConnection<DB>,
     /// Close the connection (instead of returning it to the pool) when dropped.
     discard_on_drop: bool,
+    /// The session may hold session-level locks of database-backed admission (MySQL):
+    /// until [`Lease::finish`] has released them, dropping closes the connection.
+    session_locks: bool,
 }
 
 impl<DB: Backend> Lease<DB> {
-    /// Ends the attempt's use of the connection: restores the session, or marks the
-    /// connection to be closed when `discard` or when restoring fails.
+    /// Ends the attempt's use of the connection: restores the session and releases its
+    /// admission locks, or marks the connection to be closed when `discard` or when
+    /// either fails (closing it releases the locks on the server).
     async fn finish(&mut self, cleanup: Cleanup, discard: bool) {
-        let clean = !discard
+        let mut clean = !discard
             && match cleanup {
                 Cleanup::Nothing | Cleanup::DiscardIfBeginFailed => true,
                 Cleanup::Sql(sql) => DB::run_statement(&mut self.conn, sql).await.is_ok(),
             };
+        if clean && self.session_locks {
+            clean = DB::run_statement(&mut self.conn, DB::LOCK_CLEANUP)
+                .await
+                .is_ok();
+        }
+        if clean {
+            self.session_locks = false;
+        }
         self.discard_on_drop = !clean;
     }
 }
 
 impl<DB: Database> Drop for Lease<DB> {
     fn drop(&mut self) {
-        if self.discard_on_drop {
+        if self.discard_on_drop || self.session_locks {
             // Closes the connection (gracefully, with a timeout, in the background) and
             // lets the pool open a replacement.
             self.conn.close_on_drop();

@@ -84,6 +84,7 @@ use std::error::Error as StdError;
 
 use tokio_postgres::error::DbError;
 use tokio_postgres::{Client, IsolationLevel, Transaction};
+use txretry_core::__private::database_locks;
 use txretry_core::{
     AsError, Code, Isolation, RetryPolicy, RetryState, SqlState, TxError, TxFailure, TxOptions,
 };
@@ -218,6 +219,30 @@ where
 /// If the returned future is dropped mid-attempt, tokio-postgres's `Transaction` queues a
 /// `ROLLBACK` on the client as it is dropped.
 ///
+/// # Admission across processes
+/// Under a policy whose [`Admission`](txretry_core::Admission) is
+/// [`in_database`](txretry_core::Admission::in_database), an attempt that names keys
+/// ([`TxOptions::contends_on`]) takes one transaction-level advisory lock per key
+/// (`pg_advisory_xact_lock` on [`KeyHash::to_i64`](txretry_core::KeyHash::to_i64), in key
+/// order) right after BEGIN, in one more round trip (tokio-postgres sends BEGIN itself, so
+/// the two cannot share one):
+///
+/// ```text
+/// SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true);
+/// SET LOCAL lock_timeout = '<wait>ms'; SELECT pg_advisory_xact_lock(<key>); …;
+/// SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true)
+/// ```
+///
+/// Your statements then run with the session's own `lock_timeout`. A lock not granted
+/// within the wait fails the attempt with Postgres' own `55P03`
+/// ([`LockTimeout`](txretry_core::TransientKind::LockTimeout)), rolled back and retried
+/// under the policy. COMMIT, ROLLBACK (including the one a dropped attempt queues) and a
+/// dead session release the locks. Under REPEATABLE READ and SERIALIZABLE the first of
+/// these statements takes the transaction's snapshot before the wait, so an attempt that
+/// waited for another transaction on the same rows fails with a serialization failure
+/// (`40001`) and is retried: use READ COMMITTED there (with `SELECT … FOR UPDATE`), or
+/// `txretry::sqlx`, which waits before BEGIN.
+///
 /// ```no_run
 /// use txretry_core::{Isolation, RetryPolicy, TxOptions};
 ///
@@ -259,6 +284,8 @@ where
     E: From<tokio_postgres::Error> + AsError<V>,
 {
     let mut state = RetryState::new(&policy, &options);
+    // Database-backed admission: the statements that take the keys' locks, if any.
+    let lock_sql = database_locks(&policy, &options).map(|locks| locks.postgres_in_transaction());
     txretry_core::retry_async!(state, admission = &options, async {
         let level = options.get_isolation();
         let typed = level.and_then(typed_level);
@@ -273,6 +300,20 @@ where
             // statement, from core's fixed strings, before anything else in the transaction.
             let set = format!("SET TRANSACTION ISOLATION LEVEL {}", level.as_sql());
             if let Err(e) = tx.batch_execute(&set).await {
+                let rolled_back = tx.rollback().await.is_ok();
+                return Err(after_failure(
+                    &policy,
+                    E::from(e),
+                    client.is_closed(),
+                    rolled_back,
+                ));
+            }
+        }
+        if let Some(sql) = &lock_sql {
+            // One round trip; a lock not granted in time fails with Postgres' own 55P03.
+            // The locks are the transaction's: its ROLLBACK (also the one a dropped
+            // `Transaction` queues) or COMMIT releases them.
+            if let Err(e) = tx.batch_execute(sql).await {
                 let rolled_back = tx.rollback().await.is_ok();
                 return Err(after_failure(
                     &policy,

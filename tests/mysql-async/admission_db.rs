@@ -1,0 +1,616 @@
+//! Admission across processes, on the database (`Admission::in_database`): named locks
+//! (`GET_LOCK`). Two pools stand in for two processes: each has its own policy and its own
+//! `Admission`, so only the database can make them take turns. The pools do not reset
+//! connections they get back (`reset_connection=false`, which would also drop named
+//! locks), so only the runner's own release keeps them clean. Every wait is observed in
+//! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Pool};
+use tokio::sync::{Barrier, Notify, mpsc};
+use txretry::{
+    Admission, Backoff, Code, KeyHash, Phase, RetryPolicy, StopReason, TransientKind, TxError,
+    TxOptions, Verdict,
+};
+
+/// Long enough never to run out in these tests unless something hangs.
+const WAIT: Duration = Duration::from_secs(30);
+
+fn url(test: &str) -> Option<String> {
+    txretry_testkit::mysql_url(test)
+}
+
+/// A pool standing in for one process: up to `max` connections, kept when idle and not
+/// reset between uses.
+fn process(url: &str, max: usize) -> Pool {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Pool::new(format!("{url}{sep}pool_min=1&pool_max={max}&reset_connection=false").as_str())
+}
+
+async fn connect(url: &str) -> Conn {
+    Conn::from_url(url).await.unwrap()
+}
+
+/// A policy of its own (so its own process-local queue) with `admission`; quick retries.
+fn policy(admission: Admission, attempts: u32) -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_attempts(attempts)
+        .backoff(Backoff::Constant(Duration::from_millis(1)))
+        .admission(admission)
+        .build()
+        .unwrap()
+}
+
+fn shared() -> Admission {
+    Admission::per_key().in_database(WAIT)
+}
+
+/// A guard against hangs (not a timing assertion).
+async fn within<T>(fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .expect("test hung")
+}
+
+/// The key a test's transactions contend on, and the name of its named lock.
+fn key(name: &str, n: i64) -> ((String, i64), String) {
+    let key = (name.to_string(), n);
+    let lock = format!("txretry:{:016x}", KeyHash::of(&key).to_u64());
+    (key, lock)
+}
+
+/// The session's id.
+async fn session_id<Q: Queryable>(conn: &mut Q) -> u64 {
+    conn.query_first("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// The session holding named lock `lock`, if any (`IS_USED_LOCK`).
+async fn lock_holder<Q: Queryable>(conn: &mut Q, lock: &str) -> Option<u64> {
+    conn.exec_first("SELECT CAST(IS_USED_LOCK(?) AS UNSIGNED)", (lock,))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Waits until a session is running `GET_LOCK` on `lock` (with `WAIT`), and returns its id.
+async fn wait_for_get_lock(observer: &mut Conn, lock: &str) -> u64 {
+    let statement = format!("SELECT GET_LOCK('{lock}', {})", WAIT.as_secs());
+    for _ in 0..3000 {
+        let id: Option<u64> = observer
+            .exec_first(
+                "SELECT CAST(id AS UNSIGNED) FROM information_schema.processlist WHERE info = ?",
+                (&statement,),
+            )
+            .await
+            .unwrap();
+        if let Some(id) = id {
+            return id;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("nobody ever waited in {statement}");
+}
+
+/// Waits until session `id` is gone from the server.
+async fn wait_until_gone(observer: &mut Conn, id: u64) {
+    for _ in 0..3000 {
+        let n: Option<i64> = observer
+            .exec_first(
+                "SELECT count(*) FROM information_schema.processlist WHERE id = ?",
+                (id,),
+            )
+            .await
+            .unwrap();
+        if n == Some(0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("session {id} is still connected");
+}
+
+/// Two pools × `WORKERS` tasks × `ROUNDS` transactions on `KEYS` keys; each transaction
+/// records when it ran, inside the transaction (after its locks). With `barrier`, the
+/// first transaction of worker 0 in each pool waits for the other's inside the
+/// transaction, so the two certainly overlap unless something keeps them apart. Returns
+/// how many pairs of intervals on one key overlap.
+async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, barrier: bool) -> i64 {
+    const WORKERS: i64 = 4;
+    const ROUNDS: i64 = 8;
+    const KEYS: i64 = 2;
+    let barrier = barrier.then(|| Arc::new(Barrier::new(2)));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut pools = Vec::new();
+    for process_id in 0..2_i64 {
+        let pool = process(url, WORKERS as usize);
+        let policy = policy(admission(), 100);
+        pools.push(pool.clone());
+        for worker in 0..WORKERS {
+            let (pool, policy, table, barrier) = (
+                pool.clone(),
+                policy.clone(),
+                table.to_string(),
+                barrier.clone(),
+            );
+            tasks.spawn(async move {
+                for round in 0..ROUNDS {
+                    let n = (worker + round) % KEYS;
+                    let options = TxOptions::new().contends_on(key(&table, n).0);
+                    let wait_for_other = (worker == 0 && round == 0).then(|| barrier.clone()).flatten();
+                    let first = Arc::new(AtomicBool::new(true));
+                    let insert = format!(
+                        "INSERT INTO {table} (k, process, started, ended) VALUES (?, ?, NOW(6), NOW(6))"
+                    );
+                    let update = format!("UPDATE {table} SET ended = NOW(6) WHERE id = ?");
+                    txretry::mysql_async::transaction_with(&pool, &policy, &options, async move |tx| {
+                        tx.exec_drop(&insert, (n, process_id)).await?;
+                        let id = tx.last_insert_id().expect("an auto-increment id");
+                        if let Some(barrier) = &wait_for_other
+                            && first.swap(false, Ordering::SeqCst)
+                        {
+                            barrier.wait().await;
+                        }
+                        tx.query_drop("DO SLEEP(0.002)").await?;
+                        tx.exec_drop(&update, (id,)).await
+                    })
+                    .await
+                    .unwrap();
+                }
+            });
+        }
+    }
+    within(async {
+        while let Some(joined) = tasks.join_next().await {
+            joined.unwrap();
+        }
+    })
+    .await;
+    let mut observer = connect(url).await;
+    // Back in the pools, the connections hold no named lock.
+    for n in 0..KEYS {
+        assert_eq!(lock_holder(&mut observer, &key(table, n).1).await, None);
+    }
+    for pool in pools {
+        pool.disconnect().await.unwrap();
+    }
+    let rows: Option<i64> = observer
+        .query_first(format!("SELECT count(*) FROM {table}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        rows,
+        Some(2 * WORKERS * ROUNDS),
+        "every transaction committed once"
+    );
+    observer
+        .query_first(format!(
+            "SELECT count(*) FROM {table} a JOIN {table} b
+             ON a.k = b.k AND a.id < b.id AND a.started < b.ended AND b.started < a.ended"
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+async fn interval_table(url: &str, prefix: &str) -> String {
+    let table = txretry_testkit::unique_name(prefix);
+    connect(url)
+        .await
+        .query_drop(format!(
+            "CREATE TABLE {table} (id bigint AUTO_INCREMENT PRIMARY KEY, k bigint NOT NULL,
+                                   process bigint NOT NULL, started datetime(6) NOT NULL,
+                                   ended datetime(6) NOT NULL) ENGINE=InnoDB"
+        ))
+        .await
+        .unwrap();
+    table
+}
+
+async fn drop_table(url: &str, table: &str) {
+    connect(url)
+        .await
+        .query_drop(format!("DROP TABLE IF EXISTS {table}"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_never_run_one_key_at_once() {
+    let Some(url) = url("mysql_async::admission_db never_overlap") else {
+        return;
+    };
+    let table = interval_table(&url, "adm_ma_shared").await;
+    let overlaps = two_processes(&url, &table, shared, false).await;
+    assert_eq!(overlaps, 0, "two transactions on one key ran at once");
+    drop_table(&url, &table).await;
+}
+
+/// The check above can fail: with admission per process only, the two pools run the same
+/// key at once (forced here, so it does not depend on timing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_database_two_processes_overlap() {
+    let Some(url) = url("mysql_async::admission_db overlap") else {
+        return;
+    };
+    let table = interval_table(&url, "adm_ma_local").await;
+    let overlaps = two_processes(&url, &table, Admission::per_key, true).await;
+    assert!(overlaps > 0, "the two processes never overlapped");
+    drop_table(&url, &table).await;
+}
+
+type Held = tokio::task::JoinHandle<Result<(), TxError<mysql_async::Error>>>;
+
+/// A transaction that holds `options`' key until `release` is notified; `holding` gets the
+/// session id once it runs (inside the transaction, after its locks).
+fn hold(
+    pool: &Pool,
+    options: &TxOptions,
+    holding: mpsc::UnboundedSender<u64>,
+    release: Arc<Notify>,
+) -> Held {
+    tokio::spawn(txretry::mysql_async::transaction_with(
+        pool,
+        &policy(shared(), 1),
+        options,
+        async move |tx| {
+            holding.send(session_id(tx).await).unwrap();
+            release.notified().await;
+            Ok::<_, mysql_async::Error>(())
+        },
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_session_releases_its_key() {
+    let Some(url) = url("mysql_async::admission_db killed") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_ma_killed");
+    let (key, lock) = key(&name, 1);
+    let options = TxOptions::new().contends_on(key);
+    let (pool_a, pool_b) = (process(&url, 1), process(&url, 1));
+    let mut observer = connect(&url).await;
+
+    // Process A holds the key and sleeps in the server until its session is killed.
+    let (ids, mut id) = mpsc::unbounded_channel();
+    let holder = tokio::spawn(txretry::mysql_async::transaction_with(
+        &pool_a,
+        &policy(shared(), 1),
+        &options,
+        async move |tx| {
+            ids.send(session_id(tx).await).unwrap();
+            tx.query_drop("DO SLEEP(60)").await
+        },
+    ));
+    let holder_id = within(id.recv()).await.unwrap();
+    assert_eq!(lock_holder(&mut observer, &lock).await, Some(holder_id));
+
+    // Process B waits for it on the server.
+    let ran = Arc::new(AtomicU32::new(0));
+    let counter = ran.clone();
+    let waiter = tokio::spawn(txretry::mysql_async::transaction_with(
+        &pool_b,
+        &policy(shared(), 1),
+        &options,
+        async move |tx| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, mysql_async::Error>(session_id(tx).await)
+        },
+    ));
+    wait_for_get_lock(&mut observer, &lock).await;
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "B waits while A holds the key"
+    );
+
+    observer
+        .query_drop(format!("KILL {holder_id}"))
+        .await
+        .unwrap();
+    let waiter_id = within(waiter)
+        .await
+        .unwrap()
+        .expect("B gets the key once A's session is gone");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert!(
+        within(holder).await.unwrap().is_err(),
+        "A's session was killed"
+    );
+    // B released it after its COMMIT.
+    assert_eq!(
+        lock_holder(&mut observer, &lock).await,
+        None,
+        "B ({waiter_id}) let go"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_releases_everything() {
+    let Some(url) = url("mysql_async::admission_db cancelled") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_ma_cancel");
+    let (key, lock) = key(&name, 1);
+    let options = TxOptions::new().contends_on(key);
+    let (pool_a, pool_b) = (process(&url, 1), process(&url, 1));
+    let mut observer = connect(&url).await;
+
+    let (holding, mut held) = mpsc::unbounded_channel();
+    let release = Arc::new(Notify::new());
+    let holder = hold(&pool_a, &options, holding, release.clone());
+    let holder_id = within(held.recv()).await.unwrap();
+
+    let policy_b = policy(shared(), 1);
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let waiter = tokio::spawn(txretry::mysql_async::transaction_with(
+        &pool_b,
+        &policy_b,
+        &options,
+        async move |_tx| {
+            flag.store(true, Ordering::SeqCst);
+            Ok::<_, mysql_async::Error>(())
+        },
+    ));
+    let waiter_id = wait_for_get_lock(&mut observer, &lock).await;
+    // Cancel B while the server has it waiting for the key.
+    waiter.abort();
+    assert!(within(waiter).await.unwrap_err().is_cancelled());
+
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    // B's connection was closed, not pooled: its session ends once the server has let go
+    // of its wait, and with it whatever it was granted.
+    wait_until_gone(&mut observer, waiter_id).await;
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "the cancelled attempt never ran"
+    );
+    let holder_now = lock_holder(&mut observer, &lock).await;
+    assert_ne!(holder_now, Some(holder_id), "A released it after COMMIT");
+    assert_eq!(holder_now, None, "nobody holds the key");
+    let free: Option<i64> = observer
+        .query_first(format!("SELECT GET_LOCK('{lock}', 0)"))
+        .await
+        .unwrap();
+    assert_eq!(free, Some(1), "the key can be taken at once");
+    observer.query_drop("DO RELEASE_ALL_LOCKS()").await.unwrap();
+    // And B's process takes it again without waiting for anyone.
+    within(txretry::mysql_async::transaction_with(
+        &pool_b,
+        &policy_b,
+        &options,
+        async |_tx| Ok::<_, mysql_async::Error>(()),
+    ))
+    .await
+    .unwrap();
+}
+
+/// After a commit, a business error, a database error and a lock not granted in time, the
+/// connection goes back to the pool (the same session serves every call) holding no named
+/// lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_go_back_to_the_pool_without_named_locks() {
+    let Some(url) = url("mysql_async::admission_db pool") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_ma_pool");
+    let keys: Vec<_> = (0..3).map(|n| key(&name, n)).collect();
+    let all = keys.iter().fold(TxOptions::new(), |options, (key, _)| {
+        options.contends_on(key.clone())
+    });
+    let pool = process(&url, 1);
+    let policy = policy(Admission::per_key().in_database(Duration::from_secs(1)), 1);
+    let mut observer = connect(&url).await;
+    let session = session_id(&mut pool.get_conn().await.unwrap()).await;
+
+    async fn no_lock_held(observer: &mut Conn, keys: &[((String, i64), String)], after: &str) {
+        for (_, lock) in keys {
+            assert_eq!(
+                lock_holder(observer, lock).await,
+                None,
+                "{lock} after {after}"
+            );
+        }
+    }
+
+    // A commit, holding all three keys inside.
+    let inside = txretry::mysql_async::transaction_with(&pool, &policy, &all, async |tx| {
+        let mut holders = Vec::new();
+        for (_, lock) in &keys {
+            holders.push(lock_holder(tx, lock).await);
+        }
+        Ok::<_, mysql_async::Error>((session_id(tx).await, holders))
+    })
+    .await
+    .unwrap();
+    assert_eq!(inside.0, session);
+    assert_eq!(
+        inside.1,
+        vec![Some(session); 3],
+        "held while the transaction ran"
+    );
+    no_lock_held(&mut observer, &keys, "a commit").await;
+
+    // A business error.
+    let err = txretry::mysql_async::transaction_with(&pool, &policy, &all, async |_tx| {
+        Err::<(), _>(mysql_async::Error::Other("refund refused".into()))
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(err.outcome().verdict(), Verdict::Permanent);
+    no_lock_held(&mut observer, &keys, "a business error").await;
+
+    // A database error.
+    let missing = format!("SELECT * FROM {name}_missing");
+    let err = txretry::mysql_async::transaction_with(&pool, &policy, &all, async |tx| {
+        tx.query_drop(&missing).await
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(err.outcome().code(), Some(Code::MySql(1146)));
+    no_lock_held(&mut observer, &keys, "a database error").await;
+
+    // A lock not granted in time: the observer holds the last key.
+    let last = &keys[2].1;
+    let got: Option<i64> = observer
+        .query_first(format!("SELECT GET_LOCK('{last}', 0)"))
+        .await
+        .unwrap();
+    assert_eq!(got, Some(1));
+    let err = within(txretry::mysql_async::transaction_with(
+        &pool,
+        &policy,
+        &all,
+        async |_tx| Ok::<_, mysql_async::Error>(()),
+    ))
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.outcome().verdict(),
+        Verdict::Transient(TransientKind::LockTimeout)
+    );
+    let observer_id = session_id(&mut observer).await;
+    assert_eq!(lock_holder(&mut observer, last).await, Some(observer_id));
+    observer.query_drop("DO RELEASE_ALL_LOCKS()").await.unwrap();
+    no_lock_held(&mut observer, &keys, "a lock not granted").await;
+
+    let still = session_id(&mut pool.get_conn().await.unwrap()).await;
+    assert_eq!(still, session, "the one connection was pooled every time");
+    pool.disconnect().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
+    let Some(url) = url("mysql_async::admission_db lock timeout") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_ma_timeout");
+    let (key, lock) = key(&name, 1);
+    let options = TxOptions::new().contends_on(key);
+    let (pool_a, pool_b) = (process(&url, 1), process(&url, 1));
+    let mut observer = connect(&url).await;
+
+    let (holding, mut held) = mpsc::unbounded_channel();
+    let release = Arc::new(Notify::new());
+    let holder = hold(&pool_a, &options, holding, release.clone());
+    let holder_id = within(held.recv()).await.unwrap();
+
+    let impatient = policy(Admission::per_key().in_database(Duration::from_secs(1)), 2);
+    let ran = Arc::new(AtomicU32::new(0));
+    let counter = ran.clone();
+    let err = within(txretry::mysql_async::transaction_with(
+        &pool_b,
+        &impatient,
+        &options,
+        async move |_tx| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, mysql_async::Error>(())
+        },
+    ))
+    .await
+    .expect_err("A holds the key throughout");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    let outcome = err.outcome();
+    assert_eq!(
+        outcome.verdict(),
+        Verdict::Transient(TransientKind::LockTimeout),
+        "{err:?}"
+    );
+    assert_eq!(outcome.code(), Some(Code::MySql(1205)));
+    assert_eq!(outcome.phase(), Phase::Body);
+    assert_eq!(outcome.attempts(), 2, "retried under the policy");
+    assert_eq!(outcome.stop_reason(), StopReason::AttemptsExhausted);
+    match err.error() {
+        mysql_async::Error::Server(server) => {
+            assert_eq!((server.code, server.state.as_str()), (1205, "HY000"));
+            assert!(
+                server.message.starts_with("txretry admission: named lock"),
+                "{server:?}"
+            );
+            assert!(server.message.contains(&lock), "{server:?}");
+        }
+        other => panic!("not the runner's 1205: {other:?}"),
+    }
+    assert_eq!(
+        lock_holder(&mut observer, &lock).await,
+        Some(holder_id),
+        "only A's"
+    );
+
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    assert_eq!(lock_holder(&mut observer, &lock).await, None);
+    within(txretry::mysql_async::transaction_with(
+        &pool_b,
+        &impatient,
+        &options,
+        async |_tx| Ok::<_, mysql_async::Error>(()),
+    ))
+    .await
+    .unwrap();
+}
+
+/// `KILL QUERY` on a waiting `GET_LOCK` makes it return NULL: the attempt fails with
+/// 1317 (interrupted), which is permanent, and the session goes back to the pool clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_wait_is_permanent() {
+    let Some(url) = url("mysql_async::admission_db interrupted") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_ma_interrupted");
+    let (key, lock) = key(&name, 1);
+    let options = TxOptions::new().contends_on(key);
+    let (pool_a, pool_b) = (process(&url, 1), process(&url, 1));
+    let mut observer = connect(&url).await;
+
+    let (holding, mut held) = mpsc::unbounded_channel();
+    let release = Arc::new(Notify::new());
+    let holder = hold(&pool_a, &options, holding, release.clone());
+    let holder_id = within(held.recv()).await.unwrap();
+
+    let waiter = tokio::spawn(txretry::mysql_async::transaction_with(
+        &pool_b,
+        &policy(shared(), 3),
+        &options,
+        async |_tx| Ok::<_, mysql_async::Error>(()),
+    ));
+    let waiter_id = wait_for_get_lock(&mut observer, &lock).await;
+    observer
+        .query_drop(format!("KILL QUERY {waiter_id}"))
+        .await
+        .unwrap();
+    let err = within(waiter).await.unwrap().expect_err("interrupted");
+    let outcome = err.outcome();
+    assert_eq!(outcome.verdict(), Verdict::Permanent, "{err:?}");
+    assert_eq!(outcome.code(), Some(Code::MySql(1317)));
+    assert_eq!(outcome.attempts(), 1, "not retried");
+    match err.error() {
+        mysql_async::Error::Server(server) => {
+            assert_eq!(server.state, "70100");
+            assert!(server.message.contains("interrupted"), "{server:?}");
+        }
+        other => panic!("not the runner's 1317: {other:?}"),
+    }
+    assert_eq!(
+        lock_holder(&mut observer, &lock).await,
+        Some(holder_id),
+        "only A's"
+    );
+    // B's session went back to the pool.
+    let mut conn = pool_b.get_conn().await.unwrap();
+    assert_eq!(session_id(&mut conn).await, waiter_id);
+    drop(conn);
+
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    assert_eq!(lock_holder(&mut observer, &lock).await, None);
+}

@@ -1,0 +1,605 @@
+//! Admission across processes, on the database (`Admission::in_database`). Two pools stand
+//! in for two processes: each has its own policy and its own `Admission`, so only the
+//! database can make them take turns. Sessions are told apart by `application_name`, and
+//! every wait is observed in `pg_stat_activity` / `pg_locks`, never timed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};
+use tokio::sync::{Barrier, Notify, mpsc};
+use txretry::{
+    Admission, Backoff, Code, Isolation, KeyHash, Phase, RetryPolicy, SqlState, StopReason,
+    TransientKind, TxOptions, Verdict,
+};
+
+/// Long enough never to run out in these tests unless something hangs.
+const WAIT: Duration = Duration::from_secs(30);
+
+fn url(test: &str) -> Option<String> {
+    txretry_testkit::postgres_url(test)
+}
+
+/// A pool standing in for one process; its sessions carry `app` as `application_name`.
+async fn process(url: &str, app: &str, max_connections: u32) -> PgPool {
+    let options: PgConnectOptions = url.parse().unwrap();
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .connect_with(options.application_name(app))
+        .await
+        .unwrap()
+}
+
+async fn connect(url: &str) -> PgConnection {
+    PgConnection::connect(url).await.unwrap()
+}
+
+fn sql(text: String) -> AssertSqlSafe<String> {
+    AssertSqlSafe(text)
+}
+
+async fn exec<'e>(executor: impl sqlx::PgExecutor<'e>, text: String) {
+    sqlx::raw_sql(sql(text)).execute(executor).await.unwrap();
+}
+
+/// A policy of its own (so its own process-local queue) with `admission`; quick retries.
+fn policy(admission: Admission, attempts: u32) -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_attempts(attempts)
+        .backoff(Backoff::Constant(Duration::from_millis(1)))
+        .admission(admission)
+        .build()
+        .unwrap()
+}
+
+fn shared() -> Admission {
+    Admission::per_key().in_database(WAIT)
+}
+
+/// A guard against hangs (not a timing assertion).
+async fn within<T>(fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .expect("test hung")
+}
+
+/// Polls `query` (a boolean, with `$1 = app`) until it is true; panics after about 30 s.
+async fn poll(observer: &mut PgConnection, what: &str, query: &'static str, app: &str) {
+    for _ in 0..3000 {
+        let yes: bool = sqlx::query_scalar(query)
+            .bind(app)
+            .fetch_one(&mut *observer)
+            .await
+            .unwrap();
+        if yes {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{what} never happened");
+}
+
+/// Waits until a session of `app` waits for an advisory lock.
+async fn wait_for_advisory_wait(observer: &mut PgConnection, app: &str) {
+    poll(
+        observer,
+        &format!("{app} waiting for an advisory lock"),
+        "SELECT count(*) > 0 FROM pg_stat_activity
+         WHERE application_name = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+        app,
+    )
+    .await;
+}
+
+/// How many sessions hold or wait for the advisory lock of `key` (as
+/// `pg_advisory_lock(bigint)` names it: high and low 32 bits in `classid` and `objid`).
+async fn advisory_holders(observer: &mut PgConnection, key: i64) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
+         AND ((classid::bigint << 32) | objid::bigint) = $1",
+    )
+    .bind(key)
+    .fetch_one(observer)
+    .await
+    .unwrap()
+}
+
+/// The key a test's transactions contend on, and its advisory lock number.
+fn key(table: &str, n: i64) -> ((String, i64), i64) {
+    let key = (table.to_string(), n);
+    let id = KeyHash::of(&key).to_i64();
+    (key, id)
+}
+
+/// Two pools × `WORKERS` tasks × `ROUNDS` transactions, on `KEYS` keys; each transaction
+/// records when it ran, inside the transaction (after its locks), in `table`. With
+/// `barrier`, the first transaction of worker 0 in each pool waits for the other's inside
+/// the transaction, so the two certainly overlap unless something keeps them apart.
+/// Returns how many pairs of intervals on one key overlap.
+async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, barrier: bool) -> i64 {
+    const WORKERS: i64 = 4;
+    const ROUNDS: i64 = 8;
+    const KEYS: i64 = 2;
+    let barrier = barrier.then(|| Arc::new(Barrier::new(2)));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut pools = Vec::new();
+    for process_id in 0..2_i64 {
+        let pool = process(url, &format!("{table}_p{process_id}"), WORKERS as u32).await;
+        // Each process its own policy, with its own Admission.
+        let policy = policy(admission(), 100);
+        pools.push(pool.clone());
+        for worker in 0..WORKERS {
+            let (pool, policy, table, barrier) = (
+                pool.clone(),
+                policy.clone(),
+                table.to_string(),
+                barrier.clone(),
+            );
+            tasks.spawn(async move {
+                for round in 0..ROUNDS {
+                    let n = (worker + round) % KEYS;
+                    let options = TxOptions::new().contends_on(key(&table, n).0);
+                    let wait_for_other = (worker == 0 && round == 0)
+                        .then(|| barrier.clone())
+                        .flatten();
+                    let first = Arc::new(AtomicBool::new(true));
+                    let table = table.clone();
+                    txretry::sqlx::transaction_with(&pool, &policy, &options, async move |tx| {
+                        let id: i64 = sqlx::query_scalar(sql(format!(
+                            "INSERT INTO {table} (k, process, started, ended)
+                             VALUES ($1, $2, clock_timestamp(), clock_timestamp()) RETURNING id"
+                        )))
+                        .bind(n)
+                        .bind(process_id)
+                        .fetch_one(&mut **tx)
+                        .await?;
+                        if let Some(barrier) = &wait_for_other
+                            && first.swap(false, Ordering::SeqCst)
+                        {
+                            barrier.wait().await;
+                        }
+                        sqlx::query("SELECT pg_sleep(0.002)")
+                            .execute(&mut **tx)
+                            .await?;
+                        sqlx::query(sql(format!(
+                            "UPDATE {table} SET ended = clock_timestamp() WHERE id = $1"
+                        )))
+                        .bind(id)
+                        .execute(&mut **tx)
+                        .await?;
+                        Ok::<_, sqlx::Error>(())
+                    })
+                    .await
+                    .unwrap();
+                }
+            });
+        }
+    }
+    within(async {
+        while let Some(joined) = tasks.join_next().await {
+            joined.unwrap();
+        }
+    })
+    .await;
+    for pool in pools {
+        pool.close().await;
+    }
+    let mut observer = connect(url).await;
+    let rows: i64 = sqlx::query_scalar(sql(format!("SELECT count(*) FROM {table}")))
+        .fetch_one(&mut observer)
+        .await
+        .unwrap();
+    assert_eq!(
+        rows,
+        2 * WORKERS * ROUNDS,
+        "every transaction committed once"
+    );
+    for n in 0..KEYS {
+        assert_eq!(advisory_holders(&mut observer, key(table, n).1).await, 0);
+    }
+    sqlx::query_scalar(sql(format!(
+        "SELECT count(*) FROM {table} a JOIN {table} b
+         ON a.k = b.k AND a.id < b.id AND a.started < b.ended AND b.started < a.ended"
+    )))
+    .fetch_one(&mut observer)
+    .await
+    .unwrap()
+}
+
+async fn interval_table(url: &str, prefix: &str) -> String {
+    let table = txretry_testkit::unique_name(prefix);
+    exec(
+        &mut connect(url).await,
+        format!(
+            "CREATE TABLE {table} (id bigserial PRIMARY KEY, k bigint NOT NULL, process bigint NOT NULL,
+                                   started timestamptz NOT NULL, ended timestamptz NOT NULL)"
+        ),
+    )
+    .await;
+    table
+}
+
+async fn drop_table(url: &str, table: &str) {
+    exec(
+        &mut connect(url).await,
+        format!("DROP TABLE IF EXISTS {table}"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_never_run_one_key_at_once() {
+    let Some(url) = url("sqlx-postgres admission_db never_overlap") else {
+        return;
+    };
+    let table = interval_table(&url, "adm_pg_shared").await;
+    let overlaps = two_processes(&url, &table, shared, false).await;
+    assert_eq!(overlaps, 0, "two transactions on one key ran at once");
+    drop_table(&url, &table).await;
+}
+
+/// The check above can fail: with admission per process only, the two pools run the same
+/// key at once (forced here, so it does not depend on timing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_database_two_processes_overlap() {
+    let Some(url) = url("sqlx-postgres admission_db overlap") else {
+        return;
+    };
+    let table = interval_table(&url, "adm_pg_local").await;
+    let overlaps = two_processes(&url, &table, Admission::per_key, true).await;
+    assert!(overlaps > 0, "the two processes never overlapped");
+    drop_table(&url, &table).await;
+}
+
+/// A transaction that holds `key` until `release` is notified; `holding` is notified once
+/// it runs (inside the transaction, after its locks). Returns the runner's result.
+fn hold(
+    pool: &PgPool,
+    policy: &RetryPolicy,
+    options: &TxOptions,
+    holding: Arc<Notify>,
+    release: Arc<Notify>,
+) -> tokio::task::JoinHandle<Result<(), txretry::TxError<sqlx::Error>>> {
+    let run = txretry::sqlx::transaction_with(pool, policy, options, async move |tx| {
+        sqlx::query("SELECT 1").execute(&mut **tx).await?;
+        holding.notify_one();
+        release.notified().await;
+        Ok::<_, sqlx::Error>(())
+    });
+    tokio::spawn(run)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_session_releases_its_key() {
+    let Some(url) = url("sqlx-postgres admission_db killed") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_pg_killed");
+    let (key, id) = key(&name, 1);
+    let options = TxOptions::new().contends_on(key);
+    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
+    let (pool_a, pool_b) = (process(&url, &a, 1).await, process(&url, &b, 1).await);
+    let mut observer = connect(&url).await;
+
+    // Process A holds the key and sleeps in the server until its session is killed.
+    let (pids, mut pid) = mpsc::unbounded_channel();
+    let holder = tokio::spawn(txretry::sqlx::transaction_with(
+        &pool_a,
+        &policy(shared(), 1),
+        &options,
+        async move |tx| {
+            let me: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                .fetch_one(&mut **tx)
+                .await?;
+            pids.send(me).unwrap();
+            sqlx::query("SELECT pg_sleep(60)")
+                .execute(&mut **tx)
+                .await?;
+            Ok::<_, sqlx::Error>(())
+        },
+    ));
+    let holder_pid = within(pid.recv()).await.unwrap();
+    assert_eq!(advisory_holders(&mut observer, id).await, 1);
+
+    // Process B waits for it on the server.
+    let ran = Arc::new(AtomicU32::new(0));
+    let counter = ran.clone();
+    let waiter = tokio::spawn(txretry::sqlx::transaction_with(
+        &pool_b,
+        &policy(shared(), 1),
+        &options,
+        async move |tx| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            sqlx::query("SELECT 1").execute(&mut **tx).await?;
+            Ok::<_, sqlx::Error>(())
+        },
+    ));
+    wait_for_advisory_wait(&mut observer, &b).await;
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "B waits while A holds the key"
+    );
+
+    let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(holder_pid)
+        .fetch_one(&mut observer)
+        .await
+        .unwrap();
+    assert!(killed);
+    within(waiter)
+        .await
+        .unwrap()
+        .expect("B gets the key once A's session is gone");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    let err = within(holder)
+        .await
+        .unwrap()
+        .expect_err("A's session was killed");
+    assert!(err.outcome().verdict() != Verdict::Permanent, "{err:?}");
+    assert_eq!(advisory_holders(&mut observer, id).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_releases_everything() {
+    let Some(url) = url("sqlx-postgres admission_db cancelled") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_pg_cancel");
+    let (key, id) = key(&name, 1);
+    let options = TxOptions::new().contends_on(key);
+    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
+    let (pool_a, pool_b) = (process(&url, &a, 1).await, process(&url, &b, 1).await);
+    let mut observer = connect(&url).await;
+
+    let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let policy_b = policy(shared(), 1);
+    let holder = hold(
+        &pool_a,
+        &policy(shared(), 1),
+        &options,
+        holding.clone(),
+        release.clone(),
+    );
+    within(holding.notified()).await;
+
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let waiter = tokio::spawn(txretry::sqlx::transaction_with(
+        &pool_b,
+        &policy_b,
+        &options,
+        async move |_tx| {
+            flag.store(true, Ordering::SeqCst);
+            Ok::<_, sqlx::Error>(())
+        },
+    ));
+    wait_for_advisory_wait(&mut observer, &b).await;
+    // Cancel B while the server has it waiting for the key.
+    waiter.abort();
+    assert!(within(waiter).await.unwrap_err().is_cancelled());
+
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    // B's connection was closed, not pooled: its session ends once the server has let go
+    // of its wait (granted, then the session's end releases it).
+    poll(
+        &mut observer,
+        "B's session closed",
+        "SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = $1",
+        &b,
+    )
+    .await;
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "the cancelled attempt never ran"
+    );
+    assert_eq!(
+        advisory_holders(&mut observer, id).await,
+        0,
+        "nobody holds the key"
+    );
+    let free: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(id)
+        .fetch_one(&mut observer)
+        .await
+        .unwrap();
+    assert!(free, "the key can be taken at once");
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(id)
+        .execute(&mut observer)
+        .await
+        .unwrap();
+    // And B's process takes it again without waiting for anyone.
+    txretry::sqlx::transaction_with(&pool_b, &policy_b, &options, async |_tx| {
+        Ok::<_, sqlx::Error>(())
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
+    let Some(url) = url("sqlx-postgres admission_db lock timeout") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_pg_timeout");
+    let (key, id) = key(&name, 1);
+    let options = TxOptions::new().contends_on(key);
+    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
+    let pool_a = process(&url, &a, 1).await;
+    // B's sessions set their own lock_timeout, which its transactions must keep.
+    let options_b: PgConnectOptions = url.parse().unwrap();
+    let pool_b = PgPoolOptions::new()
+        .max_connections(1)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                conn.execute("SET lock_timeout = '7s'").await?;
+                Ok(())
+            })
+        })
+        .connect_with(options_b.application_name(&b))
+        .await
+        .unwrap();
+    let mut observer = connect(&url).await;
+
+    let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let holder = hold(
+        &pool_a,
+        &policy(shared(), 1),
+        &options,
+        holding.clone(),
+        release.clone(),
+    );
+    within(holding.notified()).await;
+
+    let impatient = policy(
+        Admission::per_key().in_database(Duration::from_millis(200)),
+        2,
+    );
+    let ran = Arc::new(AtomicU32::new(0));
+    let counter = ran.clone();
+    let err = within(txretry::sqlx::transaction_with(
+        &pool_b,
+        &impatient,
+        &options,
+        async move |_tx| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, sqlx::Error>(())
+        },
+    ))
+    .await
+    .expect_err("A holds the key throughout");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    let outcome = err.outcome();
+    assert_eq!(
+        outcome.verdict(),
+        Verdict::Transient(TransientKind::LockTimeout),
+        "{err:?}"
+    );
+    assert_eq!(
+        outcome.code(),
+        Some(Code::SqlState(SqlState::new("55P03").unwrap()))
+    );
+    assert_eq!(outcome.phase(), Phase::Body);
+    assert_eq!(outcome.attempts(), 2, "retried under the policy");
+    assert_eq!(outcome.stop_reason(), StopReason::AttemptsExhausted);
+    assert_eq!(
+        err.error()
+            .as_database_error()
+            .and_then(|e| e.code())
+            .as_deref(),
+        Some("55P03")
+    );
+
+    // B's session went back to the pool clean: no transaction, no lock.
+    poll(
+        &mut observer,
+        "B's session idle",
+        "SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'",
+        &b,
+    )
+    .await;
+    let b_locks: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+         WHERE a.application_name = $1 AND l.locktype = 'advisory'",
+    )
+    .bind(&b)
+    .fetch_one(&mut observer)
+    .await
+    .unwrap();
+    assert_eq!(b_locks, 0);
+    assert_eq!(advisory_holders(&mut observer, id).await, 1, "only A's");
+
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    // Uncontended now; the transaction runs with the session's own lock_timeout.
+    let setting = within(txretry::sqlx::transaction_with(
+        &pool_b,
+        &impatient,
+        &options,
+        async |tx| {
+            sqlx::query_scalar::<_, String>("SELECT current_setting('lock_timeout')")
+                .fetch_one(&mut **tx)
+                .await
+        },
+    ))
+    .await
+    .unwrap();
+    assert_eq!(setting, "7s");
+    assert_eq!(advisory_holders(&mut observer, id).await, 0);
+}
+
+/// The wait happens before the transaction's snapshot: under REPEATABLE READ, the
+/// attempt that waited for the key sees what the holder committed and succeeds at once,
+/// instead of failing with a serialization failure and retrying.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeatable_read_sees_what_the_previous_holder_committed() {
+    let Some(url) = url("sqlx-postgres admission_db repeatable read") else {
+        return;
+    };
+    let table = txretry_testkit::unique_name("adm_pg_rr");
+    exec(
+        &mut connect(&url).await,
+        format!("CREATE TABLE {table} (id int PRIMARY KEY, v int NOT NULL); INSERT INTO {table} VALUES (1, 0)"),
+    )
+    .await;
+    let (key, _) = key(&table, 1);
+    let options = TxOptions::new()
+        .isolation(Isolation::RepeatableRead)
+        .contends_on(key);
+    let (a, b) = (format!("{table}_a"), format!("{table}_b"));
+    let (pool_a, pool_b) = (process(&url, &a, 1).await, process(&url, &b, 1).await);
+    let mut observer = connect(&url).await;
+
+    let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let update = format!("UPDATE {table} SET v = v + 1 WHERE id = 1");
+    let holder = tokio::spawn({
+        let (holding, release, update) = (holding.clone(), release.clone(), update.clone());
+        txretry::sqlx::transaction_with(&pool_a, &policy(shared(), 1), &options, async move |tx| {
+            sqlx::query(sql(update.clone())).execute(&mut **tx).await?;
+            holding.notify_one();
+            release.notified().await;
+            Ok::<_, sqlx::Error>(())
+        })
+    });
+    within(holding.notified()).await;
+
+    let retries = Arc::new(AtomicU32::new(0));
+    let counter = retries.clone();
+    let policy_b = RetryPolicy::builder()
+        .max_attempts(10)
+        .backoff(Backoff::Constant(Duration::from_millis(1)))
+        .admission(shared())
+        .on_retry(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let waiter = tokio::spawn(txretry::sqlx::transaction_with(
+        &pool_b,
+        &policy_b,
+        &options,
+        async move |tx| {
+            sqlx::query(sql(update.clone())).execute(&mut **tx).await?;
+            Ok::<_, sqlx::Error>(())
+        },
+    ));
+    wait_for_advisory_wait(&mut observer, &b).await;
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    within(waiter).await.unwrap().unwrap();
+    assert_eq!(
+        retries.load(Ordering::SeqCst),
+        0,
+        "no serialization failure"
+    );
+    let v: i32 = sqlx::query_scalar(sql(format!("SELECT v FROM {table}")))
+        .fetch_one(&mut observer)
+        .await
+        .unwrap();
+    assert_eq!(v, 2);
+    drop_table(&url, &table).await;
+}

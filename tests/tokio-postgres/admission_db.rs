@@ -1,0 +1,537 @@
+//! Admission across processes, on the database (`Admission::in_database`). Two sets of
+//! clients stand in for two processes: each has its own policy and its own `Admission`,
+//! so only the database can make them take turns. Sessions are told apart by
+//! `application_name`, and every wait is observed in `pg_stat_activity` / `pg_locks`,
+//! never timed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Barrier, Notify, oneshot};
+use tokio_postgres::{Client, NoTls};
+use txretry::{
+    Admission, Backoff, Code, KeyHash, Phase, RetryPolicy, SqlState, StopReason, TransientKind,
+    TxError, TxOptions, Verdict,
+};
+
+/// Long enough never to run out in these tests unless something hangs.
+const WAIT: Duration = Duration::from_secs(30);
+
+fn url(test: &str) -> Option<String> {
+    txretry_testkit::postgres_url(test)
+}
+
+/// A new session named `app` (its `application_name`); its connection runs on the runtime.
+async fn connect_as(url: &str, app: &str) -> Client {
+    let mut config: tokio_postgres::Config = url.parse().unwrap();
+    config.application_name(app);
+    let (client, connection) = config.connect(NoTls).await.unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// A policy of its own (so its own process-local queue) with `admission`; quick retries.
+fn policy(admission: Admission, attempts: u32) -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_attempts(attempts)
+        .backoff(Backoff::Constant(Duration::from_millis(1)))
+        .admission(admission)
+        .build()
+        .unwrap()
+}
+
+fn shared() -> Admission {
+    Admission::per_key().in_database(WAIT)
+}
+
+/// A guard against hangs (not a timing assertion).
+async fn within<T>(fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .expect("test hung")
+}
+
+/// Polls `query` (a boolean, with `$1 = app`) until it is true; panics after about 30 s.
+async fn poll(observer: &Client, what: &str, query: &str, app: &str) {
+    for _ in 0..3000 {
+        let yes: bool = observer.query_one(query, &[&app]).await.unwrap().get(0);
+        if yes {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{what} never happened");
+}
+
+/// Waits until the session named `app` waits for an advisory lock.
+async fn wait_for_advisory_wait(observer: &Client, app: &str) {
+    poll(
+        observer,
+        &format!("{app} waiting for an advisory lock"),
+        "SELECT count(*) > 0 FROM pg_stat_activity
+         WHERE application_name = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+        app,
+    )
+    .await;
+}
+
+/// How many sessions hold or wait for the advisory lock of `key` (as
+/// `pg_advisory_xact_lock(bigint)` names it: high and low 32 bits in `classid`, `objid`).
+async fn advisory_holders(observer: &Client, key: i64) -> i64 {
+    observer
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
+             AND ((classid::bigint << 32) | objid::bigint) = $1",
+            &[&key],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// The key a test's transactions contend on, and its advisory lock number.
+fn key(name: &str, n: i64) -> ((String, i64), i64) {
+    let key = (name.to_string(), n);
+    let id = KeyHash::of(&key).to_i64();
+    (key, id)
+}
+
+/// Two processes × `WORKERS` clients × `ROUNDS` transactions on `KEYS` keys; each
+/// transaction records when it ran, inside the transaction (after its locks). With
+/// `barrier`, the first transaction of worker 0 in each process waits for the other's
+/// inside the transaction, so the two certainly overlap unless something keeps them apart.
+/// Returns how many pairs of intervals on one key overlap.
+async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, barrier: bool) -> i64 {
+    const WORKERS: i64 = 4;
+    const ROUNDS: i64 = 8;
+    const KEYS: i64 = 2;
+    let barrier = barrier.then(|| Arc::new(Barrier::new(2)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for process_id in 0..2_i64 {
+        let policy = policy(admission(), 100);
+        for worker in 0..WORKERS {
+            let mut client = connect_as(url, &format!("{table}_p{process_id}")).await;
+            let (policy, table, barrier) = (policy.clone(), table.to_string(), barrier.clone());
+            tasks.spawn(async move {
+                for round in 0..ROUNDS {
+                    let n = (worker + round) % KEYS;
+                    let options = TxOptions::new().contends_on(key(&table, n).0);
+                    let wait_for_other = (worker == 0 && round == 0)
+                        .then(|| barrier.clone())
+                        .flatten();
+                    let first = Arc::new(AtomicBool::new(true));
+                    let insert = format!(
+                        "INSERT INTO {table} (k, process, started, ended)
+                         VALUES ($1, $2, clock_timestamp(), clock_timestamp()) RETURNING id"
+                    );
+                    let update =
+                        format!("UPDATE {table} SET ended = clock_timestamp() WHERE id = $1");
+                    txretry::tokio_postgres::transaction_with(
+                        &mut client,
+                        &policy,
+                        &options,
+                        async move |tx| {
+                            let id: i64 = tx.query_one(&insert, &[&n, &process_id]).await?.get(0);
+                            if let Some(barrier) = &wait_for_other
+                                && first.swap(false, Ordering::SeqCst)
+                            {
+                                barrier.wait().await;
+                            }
+                            tx.batch_execute("SELECT pg_sleep(0.002)").await?;
+                            tx.execute(&update, &[&id]).await?;
+                            Ok::<_, tokio_postgres::Error>(())
+                        },
+                    )
+                    .await
+                    .unwrap();
+                }
+            });
+        }
+    }
+    within(async {
+        while let Some(joined) = tasks.join_next().await {
+            joined.unwrap();
+        }
+    })
+    .await;
+    let observer = connect_as(url, "observer").await;
+    let rows: i64 = observer
+        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        rows,
+        2 * WORKERS * ROUNDS,
+        "every transaction committed once"
+    );
+    for n in 0..KEYS {
+        assert_eq!(advisory_holders(&observer, key(table, n).1).await, 0);
+    }
+    observer
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM {table} a JOIN {table} b
+                 ON a.k = b.k AND a.id < b.id AND a.started < b.ended AND b.started < a.ended"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+async fn interval_table(url: &str, prefix: &str) -> String {
+    let table = txretry_testkit::unique_name(prefix);
+    connect_as(url, "setup")
+        .await
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (id bigserial PRIMARY KEY, k bigint NOT NULL, process bigint NOT NULL,
+                                   started timestamptz NOT NULL, ended timestamptz NOT NULL)"
+        ))
+        .await
+        .unwrap();
+    table
+}
+
+async fn drop_table(url: &str, table: &str) {
+    connect_as(url, "setup")
+        .await
+        .batch_execute(&format!("DROP TABLE IF EXISTS {table}"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_never_run_one_key_at_once() {
+    let Some(url) = url("tokio_postgres::admission_db never_overlap") else {
+        return;
+    };
+    let table = interval_table(&url, "adm_tp_shared").await;
+    let overlaps = two_processes(&url, &table, shared, false).await;
+    assert_eq!(overlaps, 0, "two transactions on one key ran at once");
+    drop_table(&url, &table).await;
+}
+
+/// The check above can fail: with admission per process only, the two processes run the
+/// same key at once (forced here, so it does not depend on timing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_database_two_processes_overlap() {
+    let Some(url) = url("tokio_postgres::admission_db overlap") else {
+        return;
+    };
+    let table = interval_table(&url, "adm_tp_local").await;
+    let overlaps = two_processes(&url, &table, Admission::per_key, true).await;
+    assert!(overlaps > 0, "the two processes never overlapped");
+    drop_table(&url, &table).await;
+}
+
+type Held = tokio::task::JoinHandle<Result<(), TxError<tokio_postgres::Error>>>;
+
+/// A transaction on `client` that holds `options`' key until `release` is notified;
+/// `holding` is notified once it runs (inside the transaction, after its locks).
+fn hold(
+    mut client: Client,
+    options: TxOptions,
+    holding: Arc<Notify>,
+    release: Arc<Notify>,
+) -> Held {
+    tokio::spawn(async move {
+        txretry::tokio_postgres::transaction_with(
+            &mut client,
+            &policy(shared(), 1),
+            &options,
+            async move |tx| {
+                tx.batch_execute("SELECT 1").await?;
+                holding.notify_one();
+                release.notified().await;
+                Ok::<_, tokio_postgres::Error>(())
+            },
+        )
+        .await
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_session_releases_its_key() {
+    let Some(url) = url("tokio_postgres::admission_db killed") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_tp_killed");
+    let (key, id) = key(&name, 1);
+    let options = TxOptions::new().contends_on(key);
+    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
+    let observer = connect_as(&url, "observer").await;
+
+    // Process A holds the key and sleeps in the server until its session is killed.
+    let mut client_a = connect_as(&url, &a).await;
+    let (pid_tx, pid) = oneshot::channel();
+    let holder = tokio::spawn({
+        let options = options.clone();
+        async move {
+            let mut pid_tx = Some(pid_tx);
+            txretry::tokio_postgres::transaction_with(
+                &mut client_a,
+                &policy(shared(), 1),
+                &options,
+                async move |tx| {
+                    let me: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
+                    if let Some(pid_tx) = pid_tx.take() {
+                        pid_tx.send(me).unwrap();
+                    }
+                    tx.batch_execute("SELECT pg_sleep(60)").await?;
+                    Ok::<_, tokio_postgres::Error>(())
+                },
+            )
+            .await
+        }
+    });
+    let holder_pid = within(pid).await.unwrap();
+    assert_eq!(advisory_holders(&observer, id).await, 1);
+
+    // Process B waits for it on the server.
+    let mut client_b = connect_as(&url, &b).await;
+    let ran = Arc::new(AtomicU32::new(0));
+    let counter = ran.clone();
+    let waiter = tokio::spawn({
+        let options = options.clone();
+        async move {
+            txretry::tokio_postgres::transaction_with(
+                &mut client_b,
+                &policy(shared(), 1),
+                &options,
+                async move |tx| {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    tx.batch_execute("SELECT 1").await
+                },
+            )
+            .await
+        }
+    });
+    wait_for_advisory_wait(&observer, &b).await;
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "B waits while A holds the key"
+    );
+
+    let killed: bool = observer
+        .query_one("SELECT pg_terminate_backend($1)", &[&holder_pid])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(killed);
+    within(waiter)
+        .await
+        .unwrap()
+        .expect("B gets the key once A's session is gone");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    let err = within(holder)
+        .await
+        .unwrap()
+        .expect_err("A's session was killed");
+    assert_eq!(
+        err.outcome().stop_reason(),
+        StopReason::ConnectionUnusable,
+        "{err:?}"
+    );
+    assert_eq!(advisory_holders(&observer, id).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_releases_everything() {
+    let Some(url) = url("tokio_postgres::admission_db cancelled") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_tp_cancel");
+    let (key, id) = key(&name, 1);
+    let options = TxOptions::new().contends_on(key);
+    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
+    let observer = connect_as(&url, "observer").await;
+
+    let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let holder = hold(
+        connect_as(&url, &a).await,
+        options.clone(),
+        holding.clone(),
+        release.clone(),
+    );
+    within(holding.notified()).await;
+
+    // B's attempt is dropped while the server has it waiting for the key; B keeps its
+    // client, as a caller whose call timed out would.
+    let mut client_b = connect_as(&url, &b).await;
+    let (cancel_tx, cancel) = oneshot::channel::<()>();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let policy_b = policy(shared(), 1);
+    let waiter = tokio::spawn({
+        let (options, policy_b) = (options.clone(), policy_b.clone());
+        async move {
+            let run = txretry::tokio_postgres::transaction_with(
+                &mut client_b,
+                &policy_b,
+                &options,
+                async move |_tx| {
+                    flag.store(true, Ordering::SeqCst);
+                    Ok::<_, tokio_postgres::Error>(())
+                },
+            );
+            tokio::select! {
+                _ = run => panic!("B cannot finish while A holds the key"),
+                _ = cancel => {}
+            }
+            client_b
+        }
+    });
+    wait_for_advisory_wait(&observer, &b).await;
+    cancel_tx.send(()).unwrap();
+    let client_b = within(waiter).await.unwrap();
+
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    // The dropped attempt's ROLLBACK was queued behind its wait; once the server has
+    // answered both, B's session is idle and holds nothing.
+    let b_in_tx: bool = within(client_b.query_one(
+        "SELECT count(*) > 0 FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'",
+        &[],
+    ))
+    .await
+    .unwrap()
+    .get(0);
+    assert!(!b_in_tx, "B's session holds no advisory lock");
+    poll(
+        &observer,
+        "B's session idle",
+        "SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'",
+        &b,
+    )
+    .await;
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "the cancelled attempt never ran"
+    );
+    assert_eq!(
+        advisory_holders(&observer, id).await,
+        0,
+        "nobody holds the key"
+    );
+    let free: bool = observer
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(free, "the key can be taken at once");
+    observer
+        .query_one("SELECT pg_advisory_unlock($1)", &[&id])
+        .await
+        .unwrap();
+    // And B's client runs a transaction on it again.
+    let mut client_b = client_b;
+    within(txretry::tokio_postgres::transaction_with(
+        &mut client_b,
+        &policy_b,
+        &options,
+        async |tx| tx.batch_execute("SELECT 1").await,
+    ))
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
+    let Some(url) = url("tokio_postgres::admission_db lock timeout") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_tp_timeout");
+    let (key, id) = key(&name, 1);
+    let options = TxOptions::new().contends_on(key);
+    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
+    let observer = connect_as(&url, "observer").await;
+
+    let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let holder = hold(
+        connect_as(&url, &a).await,
+        options.clone(),
+        holding.clone(),
+        release.clone(),
+    );
+    within(holding.notified()).await;
+
+    // B's session sets its own lock_timeout, which its transactions must keep.
+    let mut client_b = connect_as(&url, &b).await;
+    client_b
+        .batch_execute("SET lock_timeout = '7s'")
+        .await
+        .unwrap();
+    let impatient = policy(
+        Admission::per_key().in_database(Duration::from_millis(200)),
+        2,
+    );
+    let ran = Arc::new(AtomicU32::new(0));
+    let counter = ran.clone();
+    let err = within(txretry::tokio_postgres::transaction_with(
+        &mut client_b,
+        &impatient,
+        &options,
+        async move |_tx| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, tokio_postgres::Error>(())
+        },
+    ))
+    .await
+    .expect_err("A holds the key throughout");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    let outcome = err.outcome();
+    assert_eq!(
+        outcome.verdict(),
+        Verdict::Transient(TransientKind::LockTimeout),
+        "{err:?}"
+    );
+    assert_eq!(
+        outcome.code(),
+        Some(Code::SqlState(SqlState::new("55P03").unwrap()))
+    );
+    assert_eq!(outcome.phase(), Phase::Body);
+    assert_eq!(outcome.attempts(), 2, "retried under the policy");
+    assert_eq!(outcome.stop_reason(), StopReason::AttemptsExhausted);
+    assert_eq!(
+        err.error().code(),
+        Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE)
+    );
+
+    // B's session is out of the failed transaction, holds nothing, and kept its setting.
+    let row = client_b
+        .query_one(
+            "SELECT current_setting('lock_timeout'),
+                    (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "7s");
+    assert_eq!(row.get::<_, i64>(1), 0);
+    assert_eq!(advisory_holders(&observer, id).await, 1, "only A's");
+
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    // Uncontended now; the transaction runs with the session's own lock_timeout.
+    let setting: String = within(txretry::tokio_postgres::transaction_with(
+        &mut client_b,
+        &impatient,
+        &options,
+        async |tx| {
+            let row = tx
+                .query_one("SELECT current_setting('lock_timeout')", &[])
+                .await?;
+            Ok::<_, tokio_postgres::Error>(row.get(0))
+        },
+    ))
+    .await
+    .unwrap();
+    assert_eq!(setting, "7s");
+    assert_eq!(advisory_holders(&observer, id).await, 0);
+}
