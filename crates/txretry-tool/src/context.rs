@@ -5,9 +5,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use txretry_core::{RetryPolicy, Scope};
 
+use crate::once::OnceRun;
+
 /// What a handler gets with each attempt: the invocation's policy (whose budget every runner
-/// called with it shares), the tool's name, the call's id, and whether this attempt was
-/// cancelled.
+/// called with it shares), the tool's name, the call's id, whether this attempt was
+/// cancelled, and for a [`once`](crate::Tool::once) tool the call's idempotency key and its
+/// one recorded transaction ([`ToolContext::once`](crate::ToolContext#method.once), features
+/// `sqlx-*`).
 ///
 /// Cheap to clone; it owns everything, so it can be moved into `async move` blocks and
 /// runner closures.
@@ -16,15 +20,41 @@ pub struct ToolContext {
     policy: RetryPolicy,
     attempt: u32,
     cancelled: Arc<AtomicBool>,
+    once: Option<Arc<OnceRun>>,
 }
 
 impl ToolContext {
-    pub(crate) fn new(policy: RetryPolicy, attempt: u32, cancelled: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(
+        policy: RetryPolicy,
+        attempt: u32,
+        cancelled: Arc<AtomicBool>,
+        once: Option<Arc<OnceRun>>,
+    ) -> Self {
         ToolContext {
             policy,
             attempt,
             cancelled,
+            once,
         }
+    }
+
+    /// This run's `once` state, for a tool declared `once`.
+    #[cfg_attr(
+        not(any(
+            feature = "sqlx-postgres",
+            feature = "sqlx-mysql",
+            feature = "sqlx-sqlite"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn once_run(&self) -> Option<&Arc<OnceRun>> {
+        self.once.as_ref()
+    }
+
+    /// The call's idempotency key, for a tool declared [`once`](crate::Tool::once): the call
+    /// id, or the key derived from the arguments. `None` for other tools.
+    pub fn once_key(&self) -> Option<&str> {
+        self.once.as_deref().map(|run| &*run.key)
     }
 
     /// The invocation's policy: the tool's effective policy (the tool's own, else the

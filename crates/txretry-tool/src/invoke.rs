@@ -17,8 +17,9 @@ use txretry_core::{
     TxFailure, TxOptions, Verdict,
 };
 
+use crate::once::OnceRun;
 use crate::tool::{Attempt, AttemptError, AttemptResult, BoxError};
-use crate::{Caller, ToolContext, Toolbox};
+use crate::{Caller, OnceRefused, ToolContext, Toolbox};
 
 impl Toolbox {
     /// Runs the tool `name` for `caller` with JSON `args`; `call_id` labels its events (use
@@ -43,6 +44,12 @@ impl Toolbox {
     ///      has a retry left, the tool is restart-safe and nothing committed during the
     ///      attempt; otherwise the call fails with every attempt's error
     ///      ([`InvokeError::Failed`]).
+    ///
+    /// For a [`once`](crate::Tool::once) tool, the idempotency key is made before the first
+    /// attempt (the call id, or the key function's; [`InvokeError::OnceRefused`] if it
+    /// cannot be), timeouts and ambiguous commits are retried as for an idempotent tool, a
+    /// recorded (or replayed) business error is judged permanent as it is, and a run that
+    /// broke the one-transaction rule ends the call with [`InvokeError::OnceRefused`].
     ///
     /// Dropping the returned future cancels the running attempt (its future is dropped;
     /// a blocking attempt is marked cancelled and its thread runs on by itself). Must be
@@ -110,6 +117,14 @@ impl Toolbox {
                 message,
             })?;
 
+        let once_key = (entry.once.as_ref())
+            .map(|once| once.key_for(call_id, &args))
+            .transpose()
+            .map_err(|why| InvokeError::OnceRefused {
+                tool: tool.to_owned(),
+                reason: OnceRefused::InvalidKey(why),
+            })?;
+
         let scope = Scope::for_policy(&entry.loop_policy).labelled(tool, call_id, entry.level);
         let budget = scope.retries_left();
         let handler_policy = entry.handler_policy.with_scope(scope.clone());
@@ -117,7 +132,10 @@ impl Toolbox {
         // path never needs it), or at once when the policy limits the elapsed time (its
         // clock starts with the first attempt).
         let new_state = || {
-            let options = TxOptions::new().idempotent(entry.descriptor.idempotent);
+            // A once tool's record says whether an ambiguous attempt landed: running it again
+            // is safe.
+            let options =
+                TxOptions::new().idempotent(entry.descriptor.idempotent || entry.once.is_some());
             RetryState::new(&entry.loop_policy.with_scope(scope.clone()), &options)
         };
         let mut state = entry.loop_policy.max_elapsed().map(|_| new_state());
@@ -132,13 +150,28 @@ impl Toolbox {
             let successes = scope.successes();
             let cancelled = Arc::new(AtomicBool::new(false));
             let number = state.as_ref().map_or(1, RetryState::attempt);
-            let ctx = ToolContext::new(handler_policy.clone(), number, Arc::clone(&cancelled));
+            let once_run = (entry.once.as_ref().zip(once_key.as_ref()))
+                .map(|(once, key)| Arc::new(OnceRun::new(once.clone(), Arc::clone(key), &scope)));
+            let ctx = ToolContext::new(
+                handler_policy.clone(),
+                number,
+                Arc::clone(&cancelled),
+                once_run.clone(),
+            );
             let attempt = start(ctx, &args).map_err(|message| InvokeError::InvalidArguments {
                 tool: tool.to_owned(),
                 message,
             })?;
 
-            let (error, end) = match run(attempt, entry.timeout, &cancelled).await {
+            let ended = run(attempt, entry.timeout, &cancelled).await;
+            if let Some(reason) = once_run.as_deref().and_then(OnceRun::verdict) {
+                return Err(InvokeError::OnceRefused {
+                    tool: tool.to_owned(),
+                    reason,
+                });
+            }
+            let business = once_run.as_deref().is_some_and(OnceRun::business);
+            let (error, end) = match ended {
                 Ended::Done(Ok(output)) => return Ok(output),
                 Ended::Done(Err(AttemptError::Output(error))) => {
                     return Err(InvokeError::InvalidOutput {
@@ -168,6 +201,12 @@ impl Toolbox {
                 (End::TimedOut, _) => {
                     TxFailure::in_body(&handler_policy, no_code, error).into_ambiguous()
                 }
+                // The once transaction committed a business error (or replayed one): the
+                // call's answer, whatever the error's text looks like.
+                (End::Returned, _) if business => TxFailure::judged_as(
+                    error,
+                    AttemptFailure::new(Verdict::Permanent, None, Phase::Body),
+                ),
                 (End::Returned, Some(judged)) => TxFailure::judged_as(error, *judged),
                 (End::Returned, None) => TxFailure::in_body(&handler_policy, no_code, error),
             };
@@ -202,9 +241,9 @@ impl Toolbox {
                         runner_outcome,
                     });
                     let retries = budget.saturating_sub(scope.retries_left());
-                    return Err(InvokeError::Failed(ToolFailure::new(
-                        tool, earlier, outcome, retries,
-                    )));
+                    let mut failure = ToolFailure::new(tool, earlier, outcome, retries);
+                    failure.once = entry.once.is_some();
+                    return Err(InvokeError::Failed(failure));
                 }
             }
         }
@@ -393,6 +432,15 @@ pub enum InvokeError {
         /// serde_json's error.
         error: serde_json::Error,
     },
+    /// A [`once`](crate::Tool::once) tool's call was refused: its idempotency key could not
+    /// be had (the handler did not run), or the handler broke the one-transaction rule (see
+    /// [`OnceRefused`]). Not retried.
+    OnceRefused {
+        /// The tool.
+        tool: String,
+        /// Why.
+        reason: OnceRefused,
+    },
 }
 
 impl InvokeError {
@@ -425,6 +473,7 @@ impl fmt::Display for InvokeError {
                 f,
                 "{tool}: the tool ran but its result could not be encoded; it may have taken effect"
             ),
+            InvokeError::OnceRefused { tool, reason } => write!(f, "{tool}: {reason}"),
         }
     }
 }
@@ -434,6 +483,7 @@ impl Error for InvokeError {
         match self {
             InvokeError::Failed(failure) => failure.source(),
             InvokeError::InvalidOutput { error, .. } => Some(error),
+            InvokeError::OnceRefused { reason, .. } => Some(reason),
             _ => None,
         }
     }
@@ -583,6 +633,8 @@ pub struct ToolFailure {
     attempts: Vec<ToolAttempt>,
     outcome: Outcome,
     retries: u32,
+    /// The tool is `once`: a repeated call with the same key is safe.
+    once: bool,
 }
 
 impl ToolFailure {
@@ -605,6 +657,7 @@ impl ToolFailure {
             attempts,
             outcome,
             retries,
+            once: false,
         }
     }
 
@@ -675,6 +728,10 @@ impl fmt::Display for ToolFailure {
             FailureKind::NotRetried => write!(
                 f,
                 "{tool}: temporary database failure ({kind}); nothing was committed, try again later"
+            ),
+            FailureKind::Ambiguous | FailureKind::TimedOut if self.once => write!(
+                f,
+                "{tool}: could not confirm the outcome after {tries} attempt{s}; calling again with the same key is safe: it returns the outcome if the change was made, or makes it"
             ),
             FailureKind::Ambiguous => write!(
                 f,

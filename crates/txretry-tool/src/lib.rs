@@ -26,7 +26,10 @@
 //!   and a tool not offered get the same refusal;
 //! - **events** to the toolbox's `on_retry` / `on_give_up` hooks and to `tracing`, with
 //!   the tool's name, the call id and the policy level;
-//! - **configuration from a file** ([`ToolboxConfig`]), with errors that name the field.
+//! - **configuration from a file** ([`ToolboxConfig`]), with errors that name the field;
+//! - **exactly once** ([`Once`]; [`ToolContext::once`](ToolContext#method.once) with the
+//!   features `sqlx-postgres`, `sqlx-mysql`, `sqlx-sqlite`): a call's outcome is recorded in
+//!   the transaction of its writes, and a call repeated with the same key gets it back.
 //!
 //! ```no_run
 //! use schemars::JsonSchema;
@@ -71,6 +74,11 @@
 mod config;
 mod context;
 mod invoke;
+#[cfg(feature = "mcp")]
+pub mod mcp;
+mod once;
+#[cfg(feature = "rig")]
+pub mod rig;
 mod tool;
 mod toolbox;
 
@@ -80,5 +88,12 @@ pub use config::{
 };
 pub use context::ToolContext;
 pub use invoke::{FailureKind, InvokeError, Panicked, TimedOut, ToolAttempt, ToolFailure};
+pub use once::{BusinessError, Dialect, InvalidTableName, Once, OnceRefused};
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite"
+))]
+pub use once::{OnceBackend, OnceError};
 pub use tool::{BoxError, Tool, ToolDescriptor};
 pub use toolbox::{BuildError, Caller, Toolbox, ToolboxBuilder};

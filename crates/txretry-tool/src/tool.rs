@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use txretry_core::RetryPolicy;
 
-use crate::ToolContext;
+use crate::{Once, ToolContext};
 
 /// The one error type every handler's error is erased to: `Box<dyn Error + Send + Sync>`.
 ///
@@ -59,6 +59,7 @@ pub struct ToolDescriptor {
     pub(crate) restart_safe: bool,
     pub(crate) idempotent: bool,
     pub(crate) read_only: bool,
+    pub(crate) once: bool,
 }
 
 impl ToolDescriptor {
@@ -94,6 +95,23 @@ impl ToolDescriptor {
     pub fn is_read_only(&self) -> bool {
         self.read_only
     }
+
+    /// Whether the tool is exactly once (see [`Tool::once`]): a repeated call with the same
+    /// idempotency key gets the first call's recorded outcome. Known once the toolbox is
+    /// built (a toolbox-wide [`ToolboxBuilder::once`](crate::ToolboxBuilder::once) applies
+    /// then).
+    pub fn is_once(&self) -> bool {
+        self.once
+    }
+}
+
+/// Whether a tool is `once`: as the toolbox says, or declared either way.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum OnceSetting {
+    #[default]
+    Toolbox,
+    On(Once),
+    Off,
 }
 
 /// A tool a [`Toolbox`](crate::Toolbox) can offer: a named handler with typed arguments.
@@ -109,6 +127,7 @@ impl ToolDescriptor {
 /// | [`idempotent`](Tool::idempotent) | `false` | a timed-out or ambiguous attempt may be run again |
 /// | [`timeout`](Tool::timeout) | none | a limit on each attempt |
 /// | [`read_only`](Tool::read_only) | `false` | a hint for clients (MCP annotations) |
+/// | [`once`](Tool::once) | the toolbox's ([`ToolboxBuilder::once`](crate::ToolboxBuilder::once)) | exactly once per idempotency key |
 ///
 /// ```
 /// use std::time::Duration;
@@ -138,6 +157,8 @@ pub struct Tool {
     pub(crate) policy: Option<RetryPolicy>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) prepare: Box<PrepareFn>,
+    pub(crate) once: OnceSetting,
+    pub(crate) blocking: bool,
 }
 
 impl Tool {
@@ -182,7 +203,7 @@ impl Tool {
                 })))
             }))
         };
-        Tool::with_handler::<A>(name.into(), description.into(), Box::new(prepare))
+        Tool::with_handler::<A>(name.into(), description.into(), Box::new(prepare), false)
     }
 
     /// A tool with a blocking handler (rusqlite-style code), run on tokio's blocking thread
@@ -224,13 +245,14 @@ impl Tool {
                 })))
             }))
         };
-        Tool::with_handler::<A>(name.into(), description.into(), Box::new(prepare))
+        Tool::with_handler::<A>(name.into(), description.into(), Box::new(prepare), true)
     }
 
     fn with_handler<A: JsonSchema>(
         name: String,
         description: String,
         prepare: Box<PrepareFn>,
+        blocking: bool,
     ) -> Tool {
         Tool {
             descriptor: ToolDescriptor {
@@ -240,11 +262,14 @@ impl Tool {
                 restart_safe: true,
                 idempotent: false,
                 read_only: false,
+                once: false,
             },
             roles: None,
             policy: None,
             timeout: None,
             prepare,
+            once: OnceSetting::Toolbox,
+            blocking,
         }
     }
 
@@ -328,6 +353,40 @@ impl Tool {
         self
     }
 
+    /// Declares the tool *exactly once* (see [`Once`]): each call carries an idempotency key
+    /// (the call id, or one derived from the arguments), and the handler does its database
+    /// work in **one** [`ToolContext::once`](crate::ToolContext#method.once) transaction,
+    /// which records the call's outcome (its output, or its business error) under the key in
+    /// the same transaction as the work. A repeated call with the same key gets that recorded
+    /// outcome without the transaction's work running again.
+    ///
+    /// What changes for the tool:
+    /// - a timed-out attempt, or one whose COMMIT was ambiguous, is retried as for an
+    ///   [`idempotent`](Tool::idempotent) tool (the record tells whether the first one
+    ///   landed), and `ToolContext::once` retries an ambiguous COMMIT itself;
+    /// - one transaction per run of the handler, the `ToolContext::once` one: a second
+    ///   `ToolContext::once`, or a transaction committed under [`ToolContext::policy`]
+    ///   outside it, is refused ([`OnceRefused`](crate::OnceRefused));
+    /// - [`ToolboxBuilder::build`](crate::ToolboxBuilder::build) refuses `once` on a
+    ///   [`blocking`](Tool::blocking) tool (`ToolContext::once` is async) and on a
+    ///   [`read_only`](Tool::read_only) one (it has nothing to record).
+    ///
+    /// # Default
+    /// The toolbox's ([`ToolboxBuilder::once`](crate::ToolboxBuilder::once)), which is off
+    /// unless set.
+    #[must_use]
+    pub fn once(mut self, once: Once) -> Self {
+        self.once = OnceSetting::On(once);
+        self
+    }
+
+    /// Opts the tool out of a toolbox-wide [`ToolboxBuilder::once`](crate::ToolboxBuilder::once).
+    #[must_use]
+    pub fn without_once(mut self) -> Self {
+        self.once = OnceSetting::Off;
+        self
+    }
+
     /// What callers are told about the tool.
     pub fn descriptor(&self) -> &ToolDescriptor {
         &self.descriptor
@@ -344,6 +403,7 @@ impl fmt::Debug for Tool {
             .field("idempotent", &self.descriptor.idempotent)
             .field("timeout", &self.timeout)
             .field("read_only", &self.descriptor.read_only)
+            .field("once", &self.once)
             .finish_non_exhaustive()
     }
 }

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use txretry_core::{GiveUpEvent, PolicyError, RetryEvent, RetryPolicy};
 
+use crate::Once;
 use crate::config::{ConfigError, ToolConfig, ToolboxConfig};
-use crate::tool::{PrepareFn, Tool, ToolDescriptor};
+use crate::tool::{OnceSetting, PrepareFn, Tool, ToolDescriptor};
 
 type RetryHook = Arc<dyn Fn(&RetryEvent<'_>) + Send + Sync>;
 type GiveUpHook = Arc<dyn Fn(&GiveUpEvent<'_>) + Send + Sync>;
@@ -117,6 +118,8 @@ pub(crate) struct Entry {
     /// the give-up once, itself).
     pub(crate) handler_policy: RetryPolicy,
     pub(crate) level: &'static str,
+    /// Exactly once: how keys are made and where calls are recorded.
+    pub(crate) once: Option<Once>,
 }
 
 pub(crate) struct Inner {
@@ -267,6 +270,7 @@ pub struct ToolboxBuilder {
     agents: Vec<(String, Vec<String>)>,
     tools: Vec<Tool>,
     config: Option<ToolboxConfig>,
+    once: Option<Once>,
 }
 
 impl ToolboxBuilder {
@@ -344,6 +348,19 @@ impl ToolboxBuilder {
     {
         self.agents
             .push((agent.into(), tools.into_iter().map(Into::into).collect()));
+        self
+    }
+
+    /// Declares every tool *exactly once* (see [`Tool::once`]) unless it says otherwise:
+    /// tools with their own [`Tool::once`] keep it, tools with [`Tool::without_once`] are
+    /// left out, and so are [`read_only`](Tool::read_only) and [`blocking`](Tool::blocking)
+    /// tools (nothing to record; `ToolContext::once` is async).
+    ///
+    /// # Default
+    /// None: only tools declared with [`Tool::once`] are `once`.
+    #[must_use]
+    pub fn once(mut self, once: Once) -> Self {
+        self.once = Some(once);
         self
     }
 
@@ -444,6 +461,8 @@ impl ToolboxBuilder {
                 policy,
                 mut timeout,
                 prepare,
+                once,
+                blocking,
             } = tool;
             let (mut effective, mut level) = match (policy, &toolbox_policy) {
                 (Some(own), _) => (own, "tool"),
@@ -469,6 +488,27 @@ impl ToolboxBuilder {
                     timeout = Some(t);
                 }
             }
+            let once = match once {
+                OnceSetting::On(once) => {
+                    let refused = if blocking {
+                        Some("a blocking tool cannot run ToolContext::once, which is async")
+                    } else if descriptor.read_only {
+                        Some("a read-only tool has nothing to record")
+                    } else {
+                        None
+                    };
+                    if let Some(reason) = refused {
+                        return Err(BuildError::OnceNotAllowed {
+                            tool: descriptor.name,
+                            reason,
+                        });
+                    }
+                    Some(once)
+                }
+                OnceSetting::Toolbox if !blocking && !descriptor.read_only => self.once.clone(),
+                OnceSetting::Toolbox | OnceSetting::Off => None,
+            };
+            descriptor.once = once.is_some();
             let (loop_policy, handler_policy) = derive(&effective, &hooks)?;
             tools.push(Entry {
                 descriptor,
@@ -478,6 +518,7 @@ impl ToolboxBuilder {
                 loop_policy,
                 handler_policy,
                 level,
+                once,
             });
         }
         Ok(Toolbox {
@@ -501,6 +542,7 @@ impl fmt::Debug for ToolboxBuilder {
             .field("agents", &self.agents)
             .field("tools", &self.tools)
             .field("config", &self.config)
+            .field("once", &self.once)
             .finish()
     }
 }
@@ -564,6 +606,13 @@ pub enum BuildError {
     Config(ConfigError),
     /// A policy could not be rebuilt with the toolbox's hooks.
     Policy(PolicyError),
+    /// A tool declared [`once`](Tool::once) cannot be: it is blocking, or read-only.
+    OnceNotAllowed {
+        /// The tool.
+        tool: String,
+        /// Why.
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -582,6 +631,9 @@ impl fmt::Display for BuildError {
             }
             BuildError::Config(e) => fmt::Display::fmt(e, f),
             BuildError::Policy(e) => fmt::Display::fmt(e, f),
+            BuildError::OnceNotAllowed { tool, reason } => {
+                write!(f, "tool {tool:?} cannot be once: {reason}")
+            }
         }
     }
 }
