@@ -11,6 +11,8 @@ use crate::duration::parse_duration;
 pub const MAX_WORKERS: usize = 1024;
 /// Largest `--rows`.
 pub const MAX_ROWS: u32 = 1_000_000;
+/// Largest `--processes`.
+pub const MAX_PROCESSES: usize = 64;
 
 /// Exit codes, also listed in `--help`.
 pub const AFTER_HELP: &str = "\
@@ -21,6 +23,11 @@ Exit codes:
     2  nothing was measured: a bad flag or value, or the database could not be
        reached or set up
   130  Ctrl-C cut the runs short (what ran is still reported and checked)
+
+With --processes N (N > 1), N child processes run each policy at once on one set of
+tables; a child that cannot start or fails makes the whole run exit 2. Ctrl-C stops
+every child (twice: kills them); the tables are dropped either way. SQLite files are
+shared too (one writer at a time: admission across processes adds nothing there).
 
 Passwords in --db URLs are never printed: user:pass@ shows as user:***@.";
 
@@ -65,6 +72,22 @@ pub struct Cli {
     /// Print one JSON array (an object per run) on stdout and nothing else there.
     #[arg(long)]
     pub json: bool,
+
+    /// Processes that run the workload at once against one set of tables, each with
+    /// `--workers` workers (its own pool); one aggregated report and one invariant check.
+    /// 1 runs everything in this process.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = parse_processes, allow_negative_numbers = true)]
+    pub processes: usize,
+
+    /// Internal: run as child process of a `--processes` run on the existing tables with
+    /// this name prefix (they are neither created nor dropped nor checked), and talk to the
+    /// parent on stdin / stdout.
+    #[arg(long, hide = true, value_name = "PREFIX", value_parser = parse_table_prefix)]
+    pub child_tables: Option<String>,
+
+    /// Internal: this child's number (0-based) among the processes of the run.
+    #[arg(long, hide = true, value_name = "I", default_value = "0")]
+    pub child_index: u32,
 }
 
 /// The transaction every worker runs.
@@ -171,8 +194,12 @@ pub enum PolicyArg {
     Immediate,
     /// 50 attempts, exponential backoff from 2 ms ×2 capped at 100 ms, full jitter.
     ExpJitter,
-    /// exp-jitter plus per-key admission: transactions naming the same row take turns.
+    /// exp-jitter plus per-key admission: transactions naming the same row take turns
+    /// (in this process).
     Contention,
+    /// contention plus database locks per key (`Admission::in_database`): transactions
+    /// naming the same row take turns across processes too.
+    Database,
     /// Every preset, one after the other, in one comparison table.
     All,
 }
@@ -183,6 +210,29 @@ fn parse_workers(text: &str) -> Result<usize, String> {
     match usize::try_from(n) {
         Ok(n) if (1..=MAX_WORKERS).contains(&n) => Ok(n),
         _ => Err(message()),
+    }
+}
+
+fn parse_processes(text: &str) -> Result<usize, String> {
+    let message = || format!("must be a whole number from 1 to {MAX_PROCESSES}");
+    let n: i64 = text.trim().parse().map_err(|_| message())?;
+    match usize::try_from(n) {
+        Ok(n) if (1..=MAX_PROCESSES).contains(&n) => Ok(n),
+        _ => Err(message()),
+    }
+}
+
+/// A table prefix the lab made up itself (`txlab_` then digits and `_`): the only kind of
+/// name a child puts into SQL.
+pub fn parse_table_prefix(text: &str) -> Result<String, String> {
+    let valid = text.len() <= 40
+        && text.strip_prefix("txlab_").is_some_and(|rest| {
+            !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit() || c == '_')
+        });
+    if valid {
+        Ok(text.to_owned())
+    } else {
+        Err("not a table prefix made by txretry-lab".to_owned())
     }
 }
 
@@ -219,6 +269,8 @@ mod tests {
         assert_eq!(cli.duration, Duration::from_secs(5));
         assert!(cli.workers > 1);
         assert!(!cli.json);
+        assert_eq!(cli.processes, 1);
+        assert_eq!(cli.child_tables, None);
     }
 
     #[test]
@@ -234,6 +286,11 @@ mod tests {
             &["--policy", "bogus"],
             &["--isolation", "chaos"],
             &["--workload", "nope"],
+            &["--processes", "0"],
+            &["--processes", "-1"],
+            &["--processes", "65"],
+            &["--child-tables", "accounts; DROP TABLE x"],
+            &["--child-tables", "txlab_"],
         ] {
             let err = parse(args).expect_err(&format!("{args:?} must be refused"));
             assert_eq!(err.exit_code(), 2, "{args:?}");
@@ -277,8 +334,11 @@ mod tests {
             "--policy",
             "exp-jitter",
             "--json",
+            "--processes",
+            "4",
         ])
         .expect("parses");
+        assert_eq!(cli.processes, 4);
         assert_eq!(cli.workload, Workload::HotRows);
         assert_eq!(cli.rows, Some(4));
         assert_eq!(cli.workers, 32);

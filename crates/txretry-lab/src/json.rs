@@ -31,6 +31,7 @@ mod tests {
             sqlite_begin: None,
             rows: 4,
             workers: 2,
+            processes: 1,
             duration: Duration::from_secs(1),
         };
         let retries = RetryCounter::default();
@@ -50,6 +51,7 @@ mod tests {
                 detail: "fine".into(),
             },
             interrupted: false,
+            committed_by_process: Vec::new(),
         };
         let text = render(&[RunReport::new(&setup, result)]);
         let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
@@ -57,6 +59,7 @@ mod tests {
         for key in [
             "policy",
             "workers",
+            "processes",
             "committed",
             "failed",
             "business_failed",

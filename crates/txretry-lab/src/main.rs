@@ -12,7 +12,12 @@
 //! cargo run --release -p txretry-lab -- --db postgres://postgres@127.0.0.1:5432/test \
 //!     --workload hot-rows --rows 4 --isolation repeatable-read --workers 32 --policy all
 //! cargo run --release -p txretry-lab -- --db mysql://root@127.0.0.1:3306/test --json
+//! cargo run --release -p txretry-lab -- --db postgres://postgres@127.0.0.1:5432/test \
+//!     --workload hot-rows --isolation repeatable-read --processes 4 --workers 8 --policy all
 //! ```
+//!
+//! `--processes N` runs N processes of the lab against one set of tables, as N instances
+//! of a service would (see `multi.rs`): one aggregated report and one invariant check.
 //!
 //! Exit codes: 0 all invariants held; 1 an invariant FAILED; 2 nothing was measured (bad
 //! flag or value, database unreachable, tables could not be created); 130 Ctrl-C cut the
@@ -25,6 +30,7 @@ mod duration;
 mod error;
 mod json;
 mod lab;
+mod multi;
 mod presets;
 mod progress;
 mod redact;
@@ -55,6 +61,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_exit(&e),
     };
+    if let Some(prefix) = &cli.child_tables {
+        return child_main(&cli, prefix);
+    }
     let target = match Target::parse(&cli.db) {
         Ok(target) => target,
         // The message never contains the value: it may hold a password.
@@ -89,7 +98,38 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_INVARIANT_FAILED)
         }
         Ok(reports) if reports.iter().any(|r| r.interrupted) => ExitCode::from(EXIT_INTERRUPTED),
+        // Every invocation runs at least one preset: none ran, so Ctrl-C came first.
+        Ok(reports) if reports.is_empty() => ExitCode::from(EXIT_INTERRUPTED),
         Ok(_) => ExitCode::SUCCESS,
+        Err(lab::Fatal(message)) => {
+            eprintln!("error: {}", target.scrub(&message));
+            ExitCode::from(EXIT_NOT_RUN)
+        }
+    }
+}
+
+/// A child of a `--processes` run (see `multi.rs`): exit 0 once its report is out, 2
+/// otherwise (the parent repeats its stderr).
+fn child_main(cli: &Cli, prefix: &str) -> ExitCode {
+    let Some(target) = std::env::var(multi::CHILD_DB_ENV)
+        .ok()
+        .and_then(|url| Target::parse(&url).ok())
+    else {
+        eprintln!("error: --child-tables is internal to --processes (no database was handed over)");
+        return ExitCode::from(EXIT_NOT_RUN);
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            return ExitCode::from(EXIT_NOT_RUN);
+        }
+    };
+    match runtime.block_on(lab::child(cli, &target, prefix)) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(lab::Fatal(message)) => {
             eprintln!("error: {}", target.scrub(&message));
             ExitCode::from(EXIT_NOT_RUN)

@@ -33,16 +33,24 @@ pub enum Preset {
     /// `ExpJitter` plus `Admission::per_key()`; every transaction names the rows it
     /// contends on.
     Contention,
+    /// `Contention` plus `Admission::in_database(DATABASE_WAIT)`: the keys are also locked
+    /// on the database, so several processes take turns too.
+    Database,
 }
+
+/// How long the `database` preset waits for each key's database lock before the attempt
+/// fails with a lock timeout (and is retried).
+pub const DATABASE_WAIT: Duration = Duration::from_secs(5);
 
 impl Preset {
     /// Every preset, in the order `--policy all` runs them.
-    pub const ALL: [Preset; 5] = [
+    pub const ALL: [Preset; 6] = [
         Preset::None,
         Preset::Default,
         Preset::Immediate,
         Preset::ExpJitter,
         Preset::Contention,
+        Preset::Database,
     ];
 
     /// The presets a `--policy` value asks for.
@@ -53,6 +61,7 @@ impl Preset {
             PolicyArg::Immediate => vec![Preset::Immediate],
             PolicyArg::ExpJitter => vec![Preset::ExpJitter],
             PolicyArg::Contention => vec![Preset::Contention],
+            PolicyArg::Database => vec![Preset::Database],
             PolicyArg::All => Preset::ALL.to_vec(),
         }
     }
@@ -65,6 +74,7 @@ impl Preset {
             Preset::Immediate => "immediate",
             Preset::ExpJitter => "exp-jitter",
             Preset::Contention => "contention",
+            Preset::Database => "database",
         }
     }
 
@@ -81,16 +91,21 @@ impl Preset {
             Preset::Immediate => format!("{MANY_ATTEMPTS} attempts, no wait"),
             Preset::ExpJitter => exp,
             Preset::Contention => format!("{exp}, per-key admission"),
+            Preset::Database => format!(
+                "{exp}, per-key admission with database locks (wait {}s; none on SQLite)",
+                DATABASE_WAIT.as_secs()
+            ),
         }
     }
 
     /// Whether transactions should name the keys they contend on.
     pub fn names_keys(self) -> bool {
-        self == Preset::Contention
+        matches!(self, Preset::Contention | Preset::Database)
     }
 
     /// The policy for one run. Retries are counted into `counter`; `admission` is shared by
-    /// every worker of the run (only the contention preset uses it).
+    /// every worker of the run (only the contention and database presets use it; the
+    /// database preset adds `in_database` to it).
     pub fn policy(self, counter: &RetryCounter, admission: &Admission) -> RetryPolicy {
         if self == Preset::None {
             // Never retries, so there is nothing for a hook to count.
@@ -104,7 +119,7 @@ impl Preset {
         builder = match self {
             Preset::None | Preset::Default => builder,
             Preset::Immediate => builder.max_attempts(MANY_ATTEMPTS).backoff(Backoff::None),
-            Preset::ExpJitter | Preset::Contention => builder
+            Preset::ExpJitter | Preset::Contention | Preset::Database => builder
                 .max_attempts(MANY_ATTEMPTS)
                 .backoff(Backoff::Exponential {
                     initial: EXP_INITIAL,
@@ -113,8 +128,12 @@ impl Preset {
                 .max_delay(EXP_CAP)
                 .jitter(Jitter::Full),
         };
-        if self == Preset::Contention {
-            builder = builder.admission(admission.clone());
+        match self {
+            Preset::Contention => builder = builder.admission(admission.clone()),
+            Preset::Database => {
+                builder = builder.admission(admission.clone().in_database(DATABASE_WAIT));
+            }
+            _ => {}
         }
         builder
             .build()
@@ -147,7 +166,12 @@ mod tests {
             Preset::Default.policy(&counter, &admission).max_attempts(),
             RetryPolicy::default().max_attempts()
         );
-        for preset in [Preset::Immediate, Preset::ExpJitter, Preset::Contention] {
+        for preset in [
+            Preset::Immediate,
+            Preset::ExpJitter,
+            Preset::Contention,
+            Preset::Database,
+        ] {
             assert_eq!(
                 preset.policy(&counter, &admission).max_attempts(),
                 MANY_ATTEMPTS

@@ -36,6 +36,19 @@ impl Progress {
         ));
     }
 
+    /// Shows the time `elapsed` into the run and a free-form note (for a run whose counts
+    /// live in other processes).
+    pub fn update_time(&self, elapsed: Duration, note: &str) {
+        let shown = elapsed.min(self.total);
+        self.bar
+            .set_position(u64::try_from(shown.as_millis()).unwrap_or(u64::MAX));
+        self.bar.set_message(format!(
+            "{:.1}s/{:.1}s  {note}",
+            shown.as_secs_f64(),
+            self.total.as_secs_f64()
+        ));
+    }
+
     /// Removes the bar, leaving the terminal for the report.
     pub fn finish(&self) {
         self.bar.finish_and_clear();

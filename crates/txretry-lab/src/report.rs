@@ -26,8 +26,10 @@ pub struct Setup {
     pub sqlite_begin: Option<&'static str>,
     /// Accounts or hot rows.
     pub rows: u32,
-    /// Concurrent workers.
+    /// Concurrent workers (in each process).
     pub workers: usize,
+    /// Processes that ran the workload at once (`--processes`).
+    pub processes: usize,
     /// The requested duration of each run.
     pub duration: std::time::Duration,
 }
@@ -52,8 +54,11 @@ pub struct RunReport {
     pub sqlite_begin: Option<&'static str>,
     /// Accounts or hot rows.
     pub rows: u32,
-    /// Concurrent workers.
+    /// Concurrent workers in each process.
     pub workers: usize,
+    /// Processes that ran the workload at once, each with `workers` workers; the counts
+    /// are their sums, the percentiles those of every process's commits together.
+    pub processes: usize,
     /// Requested duration, seconds.
     pub duration_s: f64,
     /// Measured duration (until the last transaction ended), seconds.
@@ -92,6 +97,9 @@ pub struct RunReport {
     pub invariant: String,
     /// Whether Ctrl-C cut the run short.
     pub interrupted: bool,
+    /// With `--processes` above 1: each process's commits (absent otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub committed_by_process: Vec<u64>,
 }
 
 impl RunReport {
@@ -111,6 +119,7 @@ impl RunReport {
             sqlite_begin: setup.sqlite_begin,
             rows: setup.rows,
             workers: setup.workers,
+            processes: setup.processes,
             duration_s: setup.duration.as_secs_f64(),
             elapsed_s: round(elapsed, 3),
             committed: t.committed,
@@ -134,6 +143,7 @@ impl RunReport {
             invariant_ok: result.invariant.ok,
             invariant: result.invariant.detail,
             interrupted: result.interrupted,
+            committed_by_process: result.committed_by_process,
         }
     }
 }
@@ -149,12 +159,16 @@ pub fn headline(setup: &Setup) -> String {
         .sqlite_begin
         .map(|b| format!(", begin {b}"))
         .unwrap_or_default();
+    let workers = if setup.processes > 1 {
+        format!("{} processes x {} workers", setup.processes, setup.workers)
+    } else {
+        format!("{} workers", setup.workers)
+    };
     format!(
-        "txretry-lab: {} on {}, {} rows, {} workers, {} per policy, isolation {}{begin}",
+        "txretry-lab: {} on {}, {} rows, {workers}, {} per policy, isolation {}{begin}",
         setup.workload,
         setup.db,
         setup.rows,
-        setup.workers,
         format_duration(setup.duration),
         setup.isolation
     )
@@ -189,7 +203,7 @@ pub fn summary(setup: &Setup, r: &RunReport) -> String {
     if r.interrupted {
         let _ = writeln!(out, "(interrupted after {:.1}s)", r.elapsed_s);
     }
-    let rows: Vec<(&str, String)> = vec![
+    let mut rows: Vec<(&str, String)> = vec![
         (
             "committed",
             format!(
@@ -248,6 +262,10 @@ pub fn summary(setup: &Setup, r: &RunReport) -> String {
             format!("{}  ({})", verdict(r.invariant_ok), r.invariant),
         ),
     ];
+    if !r.committed_by_process.is_empty() {
+        let each: Vec<String> = r.committed_by_process.iter().map(u64::to_string).collect();
+        rows.insert(1, ("by process", format!("{} committed", each.join(" + "))));
+    }
     for (label, value) in rows {
         let _ = writeln!(out, "  {label:<18} {}", value.trim_end());
     }

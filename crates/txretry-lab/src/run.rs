@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
 use tokio::time::Instant;
@@ -33,6 +33,9 @@ pub struct RunSpec {
     pub options: TxOptions,
     /// The retry strategy.
     pub preset: Preset,
+    /// The number of this process's first worker among every process's workers (0 in a
+    /// single-process run): transfer ids stay unique across processes.
+    pub first_worker: u32,
 }
 
 /// What a run measured.
@@ -50,13 +53,30 @@ pub struct RunResult {
     pub invariant: Invariant,
     /// Whether Ctrl-C cut the run short.
     pub interrupted: bool,
+    /// With several processes: each one's commits, in process order (empty otherwise).
+    pub committed_by_process: Vec<u64>,
+}
+
+/// What the workers of one process did: everything but the invariant check.
+#[derive(Debug)]
+pub struct Measured {
+    /// Every worker's counts, merged.
+    pub tally: Tally,
+    /// Retries by kind, from the policy's hook.
+    pub retries: RetryCounter,
+    /// When the first transaction started (wall clock, to line up several processes).
+    pub started: SystemTime,
+    /// From the first transaction's start until the last worker finished.
+    pub elapsed: Duration,
+    /// Whether a stop request cut the run short.
+    pub interrupted: bool,
 }
 
 /// Shared by a run's workers.
 struct Ctx<DB: sqlx::Database> {
     pool: Pool<DB>,
     policy: RetryPolicy,
-    schema: Schema,
+    schema: Arc<Schema>,
     options: TxOptions,
     names_keys: bool,
     deadline: Instant,
@@ -84,29 +104,70 @@ where
     i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
     usize: ColumnIndex<DB::Row>,
 {
-    let schema = Schema::new::<DB>(spec.workload, spec.rows);
+    let schema = Arc::new(Schema::new::<DB>(spec.workload, spec.rows));
     if let Err(e) = schema.create(pool).await {
         let _ = schema.drop_tables(pool).await;
         return Err(e);
     }
+    let measured = drive(pool, &schema, spec, stop, spec.preset.name()).await;
+    let invariant = match schema.check(pool, &measured.tally.committed_keys).await {
+        Ok(invariant) => invariant,
+        Err(e) => Invariant {
+            ok: false,
+            detail: format!("could not check the tables: {e}"),
+        },
+    };
+    // Best effort: a table left behind is named txlab_<pid>_<run>_… and harms nothing.
+    let _ = schema.drop_tables(pool).await;
+    Ok(RunResult {
+        preset: spec.preset,
+        tally: measured.tally,
+        retries: measured.retries,
+        elapsed: measured.elapsed,
+        invariant,
+        interrupted: measured.interrupted,
+        committed_by_process: Vec::new(),
+    })
+}
+
+/// Runs `spec`'s workers on tables that exist already, until the time is up or `stop`
+/// is set, with a progress bar labelled `label`. Creates, checks and drops nothing.
+pub async fn drive<DB>(
+    pool: &Pool<DB>,
+    schema: &Arc<Schema>,
+    spec: &RunSpec,
+    stop: &Arc<AtomicBool>,
+    label: &str,
+) -> Measured
+where
+    DB: LabDb,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
+    usize: ColumnIndex<DB::Row>,
+{
     let retries = RetryCounter::default();
     // One admission for the whole run: every worker's policy is this one policy.
     let admission = Admission::per_key();
     let policy = spec.preset.policy(&retries, &admission);
+    let started = SystemTime::now();
     let start = Instant::now();
     let ctx = Arc::new(Ctx {
         pool: pool.clone(),
         policy,
-        schema,
+        schema: schema.clone(),
         options: spec.options.clone(),
         names_keys: spec.preset.names_keys(),
         deadline: start + spec.duration,
         stop: stop.clone(),
         live: Live::default(),
     });
-    let progress = Progress::new(spec.preset.name(), spec.duration);
+    let progress = Progress::new(label, spec.duration);
     let workers: Vec<_> = (0..spec.workers)
-        .map(|w| tokio::spawn(worker(ctx.clone(), w as u32)))
+        .map(|w| {
+            let id = spec.first_worker.saturating_add(w as u32);
+            tokio::spawn(worker(ctx.clone(), id))
+        })
         .collect();
     let all_done = futures_join(workers);
     tokio::pin!(all_done);
@@ -134,23 +195,13 @@ where
     let elapsed = start.elapsed();
     progress.finish();
     tally.attempts = ctx.live.attempts.load(Ordering::Relaxed);
-    let invariant = match ctx.schema.check(pool, &tally.committed_keys).await {
-        Ok(invariant) => invariant,
-        Err(e) => Invariant {
-            ok: false,
-            detail: format!("could not check the tables: {e}"),
-        },
-    };
-    // Best effort: a table left behind is named txlab_<pid>_<run>_… and harms nothing.
-    let _ = ctx.schema.drop_tables(pool).await;
-    Ok(RunResult {
-        preset: spec.preset,
+    Measured {
         tally,
         retries,
+        started,
         elapsed,
-        invariant,
         interrupted: stop.load(Ordering::Relaxed),
-    })
+    }
 }
 
 /// Waits for every worker; a worker that panicked (a bug, never user input) contributes

@@ -47,6 +47,23 @@ impl RetryCounter {
         self.slots.iter().map(|s| s.load(Ordering::Relaxed)).sum()
     }
 
+    /// Adds counts by kind name (as [`RetryCounter::by_kind`] names them), e.g. another
+    /// process's. Errs on a name no kind has.
+    pub fn add_by_kind(&self, counts: &BTreeMap<String, u64>) -> Result<(), String> {
+        for (name, &n) in counts {
+            let slot = if name == AMBIGUOUS {
+                TransientKind::ALL.len()
+            } else {
+                TransientKind::ALL
+                    .iter()
+                    .position(|k| k.as_str() == name)
+                    .ok_or_else(|| format!("unknown retry kind {name:?}"))?
+            };
+            self.slots[slot].fetch_add(n, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     /// Every kind with its count, zeros included, so the JSON shape never changes.
     pub fn by_kind(&self) -> BTreeMap<String, u64> {
         let names = TransientKind::ALL
@@ -217,6 +234,14 @@ mod tests {
         assert_eq!(by_kind["busy"], 0);
         assert_eq!(by_kind.len(), TransientKind::ALL.len() + 1);
         assert_eq!(counter.total(), 3);
+        let sum = RetryCounter::default();
+        sum.add_by_kind(&by_kind).expect("known names");
+        sum.add_by_kind(&by_kind).expect("known names");
+        assert_eq!(sum.by_kind()["deadlock"], 4);
+        assert_eq!(sum.by_kind()[AMBIGUOUS], 2);
+        assert_eq!(sum.total(), 6);
+        let bogus: BTreeMap<String, u64> = [("bogus".to_owned(), 1)].into();
+        assert!(sum.add_by_kind(&bogus).is_err());
     }
 
     #[test]

@@ -61,6 +61,7 @@ struct Statements {
 pub struct Schema {
     workload: Workload,
     rows: u32,
+    prefix: String,
     accounts: String,
     ledger: String,
     hot: String,
@@ -86,7 +87,16 @@ impl Schema {
     pub fn new<DB: LabDb>(workload: Workload, rows: u32) -> Schema {
         static RUN: AtomicU32 = AtomicU32::new(0);
         let run = RUN.fetch_add(1, Ordering::Relaxed);
-        let prefix = format!("txlab_{}_{run}", std::process::id());
+        Schema::named::<DB>(
+            workload,
+            rows,
+            format!("txlab_{}_{run}", std::process::id()),
+        )
+    }
+
+    /// The tables another lab process made with [`Schema::new`] (`prefix` is its
+    /// [`Schema::prefix`], checked by [`crate::cli::parse_table_prefix`]).
+    pub fn named<DB: LabDb>(workload: Workload, rows: u32, prefix: String) -> Schema {
         let (accounts, ledger, hot) = (
             format!("{prefix}_accounts"),
             format!("{prefix}_ledger"),
@@ -125,6 +135,7 @@ impl Schema {
         Schema {
             workload,
             rows,
+            prefix,
             accounts,
             ledger,
             hot,
@@ -140,6 +151,11 @@ impl Schema {
     /// Accounts or hot rows.
     pub fn rows(&self) -> u32 {
         self.rows
+    }
+
+    /// What every table name of this run starts with.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
 }
 

@@ -1,6 +1,7 @@
 //! Runs the built `txretry-lab` binary the way a user would, and checks what it prints and
 //! how it exits. One test binary with a module per topic (linking is the slow part).
 
+mod processes;
 mod servers;
 mod sqlite;
 mod usage;
@@ -99,4 +100,11 @@ pub fn check_run_shape(run: &serde_json::Value, workers: u64) {
 }
 
 /// The preset names `--policy all` runs, in order.
-pub const PRESETS: [&str; 5] = ["none", "default", "immediate", "exp-jitter", "contention"];
+pub const PRESETS: [&str; 6] = [
+    "none",
+    "default",
+    "immediate",
+    "exp-jitter",
+    "contention",
+    "database",
+];

@@ -38,6 +38,38 @@ fn unknown_policy_lists_the_presets() {
 }
 
 #[test]
+fn processes_out_of_range() {
+    assert_usage_error(&["--processes", "0"], "from 1 to 64");
+    assert_usage_error(&["--processes", "65"], "from 1 to 64");
+}
+
+#[test]
+fn several_processes_cannot_share_an_in_memory_database() {
+    let output = lab(&[
+        "--db",
+        "sqlite::memory:",
+        "--processes",
+        "2",
+        "--duration",
+        "200ms",
+    ]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("in-memory"), "{stderr}");
+}
+
+#[test]
+fn the_child_flag_is_internal() {
+    // Without the parent's handover it refuses to run, and touches nothing.
+    let output = lab(&["--child-tables", "txlab_1_0", "--duration", "200ms"]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("internal to --processes"), "{stderr}");
+}
+
+#[test]
 fn transfer_needs_two_accounts() {
     assert_usage_error(&["--rows", "1"], "--rows 2 or more");
 }

@@ -1,0 +1,216 @@
+//! `--processes N`: N child processes against one set of tables, one aggregated report,
+//! one invariant check.
+
+use crate::{check_run_shape, json_runs, lab, texts};
+
+/// Checks a `--processes` run: one run object, its processes' commits add up, each
+/// process committed, and the single invariant check over the shared tables held.
+fn check_shared_run(
+    output: &std::process::Output,
+    processes: u64,
+    workers: u64,
+) -> serde_json::Value {
+    let (_, stderr) = texts(output);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let runs = json_runs(output);
+    assert_eq!(runs.len(), 1, "one aggregated report: {runs:?}");
+    let run = runs.into_iter().next().expect("one run");
+    check_run_shape(&run, workers);
+    assert_eq!(run["processes"], processes, "{run}");
+    let each: Vec<u64> = run["committed_by_process"]
+        .as_array()
+        .unwrap_or_else(|| panic!("committed_by_process missing: {run}"))
+        .iter()
+        .map(|n| n.as_u64().expect("a count"))
+        .collect();
+    assert_eq!(each.len() as u64, processes, "{run}");
+    assert!(
+        each.iter().all(|&n| n > 0),
+        "a process committed nothing: {run}"
+    );
+    assert_eq!(
+        each.iter().sum::<u64>(),
+        run["committed"].as_u64().unwrap(),
+        "{run}"
+    );
+    // One check over the shared tables, against every process's commits: the ledger holds
+    // exactly the transfers all processes committed (ids unique across processes).
+    assert_eq!(run["invariant_ok"], true, "{run}");
+    let ledger_rows = format!("{} ledger rows", run["committed"]);
+    assert!(
+        run["invariant"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&ledger_rows),
+        "{run}"
+    );
+    assert_eq!(run["failed"], 0, "{run}");
+    run
+}
+
+#[test]
+fn two_processes_share_one_postgres_bank() {
+    let Some(url) = txretry_testkit::postgres_url("lab_postgres_two_processes") else {
+        return;
+    };
+    let output = lab(&[
+        "--db",
+        &url,
+        "--processes",
+        "2",
+        "--workers",
+        "4",
+        "--duration",
+        "1s",
+        "--json",
+        "--policy",
+        "database",
+    ]);
+    let run = check_shared_run(&output, 2, 4);
+    assert_eq!(run["policy"], "database");
+    // Database locks per key: transactions on the same accounts took turns across both
+    // processes, so none collided.
+    assert_eq!(run["retries"], 0, "{run}");
+}
+
+#[test]
+fn two_processes_share_one_sqlite_file() {
+    let output = lab(&[
+        "--processes",
+        "2",
+        "--workers",
+        "2",
+        "--duration",
+        "1s",
+        "--json",
+        "--policy",
+        "contention",
+    ]);
+    let run = check_shared_run(&output, 2, 2);
+    assert_eq!(run["db"], "sqlite (temp file)");
+}
+
+#[test]
+fn several_processes_print_one_human_report() {
+    let output = lab(&["--processes", "2", "--workers", "2", "--duration", "500ms"]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    assert!(stdout.contains("2 processes x 2 workers"), "{stdout}");
+    assert_eq!(stdout.matches("invariant").count(), 1, "{stdout}");
+    assert!(stdout.contains("by process"), "{stdout}");
+}
+
+/// Runs the lab with `args` and `TXRETRY_LAB_FAIL_CHILD=fail`.
+fn lab_with_failing_child(args: &[&str], fail: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_txretry-lab"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("TXRETRY_LAB_FAIL_CHILD", fail)
+        .output()
+        .expect("the txretry-lab binary runs")
+}
+
+#[test]
+fn a_child_that_fails_fails_the_run() {
+    let args = [
+        "--processes",
+        "3",
+        "--workers",
+        "2",
+        "--duration",
+        "2s",
+        "--json",
+        "--policy",
+        "contention",
+    ];
+    for (fail, when) in [
+        ("1", "before it was ready"),
+        ("2:run", "exited with code 3"),
+    ] {
+        let output = lab_with_failing_child(&args, fail);
+        let (stdout, stderr) = texts(&output);
+        assert_eq!(output.status.code(), Some(2), "{fail}: stderr:\n{stderr}");
+        assert!(stdout.is_empty(), "{fail}: no report: {stdout}");
+        let which = format!(
+            "child process {} of 3",
+            fail[..1].parse::<u32>().unwrap() + 1
+        );
+        assert!(stderr.contains(&which), "{fail}: {stderr}");
+        assert!(stderr.contains(when), "{fail}: {stderr}");
+        // The child's own words are repeated.
+        assert!(
+            stderr.contains("as TXRETRY_LAB_FAIL_CHILD asks"),
+            "{fail}: {stderr}"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_stops_every_child_and_still_reports() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut parent = Command::new(env!("CARGO_BIN_EXE_txretry-lab"))
+        .args([
+            "--processes",
+            "2",
+            "--workers",
+            "2",
+            "--duration",
+            "10m",
+            "--json",
+            "--policy",
+            "contention",
+        ])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the txretry-lab binary runs");
+    // Let the children start (if they have not, the run stops before it starts: exit 130
+    // with no run, which the assertions below reject, so the test says so).
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let sent = Command::new("kill")
+        .args(["-INT", &parent.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    // Without the relay the children would run for 10 minutes: give up after 2.
+    let mut waited = 0;
+    let status = loop {
+        if let Some(status) = parent.try_wait().expect("the lab can be waited for") {
+            break status;
+        }
+        if waited > 1200 {
+            let _ = parent.kill();
+            panic!("the lab did not stop within 2 minutes of Ctrl-C");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        waited += 1;
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    parent
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    parent
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "stderr:\n{stderr}");
+    let runs: Vec<serde_json::Value> =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert_eq!(runs.len(), 1, "{stdout}\n{stderr}");
+    assert_eq!(runs[0]["interrupted"], true, "{}", runs[0]);
+    assert_eq!(runs[0]["invariant_ok"], true, "{}", runs[0]);
+    assert!(
+        runs[0]["elapsed_s"].as_f64().unwrap() < 600.0,
+        "{}",
+        runs[0]
+    );
+}
