@@ -7,16 +7,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use sqlx::MySqlConnection;
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-use sqlx::{AssertSqlSafe, Connection, MySqlConnection};
-use tokio::sync::{Barrier, Notify, mpsc};
+use tokio::sync::{Notify, mpsc};
 use txretry::{
-    Admission, Backoff, Code, KeyHash, Phase, RetryPolicy, StopReason, TransientKind, TxError,
-    TxOptions, Verdict,
+    Admission, Code, KeyHash, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions,
+    Verdict,
 };
+use txretry_testkit::intervals::{
+    self, KEYS, Meeting, ROUNDS, WAIT, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
+};
+use txretry_testkit::wait::{poll_until, within};
 
-/// Long enough never to run out in these tests unless something hangs.
-const WAIT: Duration = Duration::from_secs(30);
+use crate::common::{connect, exec, sql};
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::mysql_url(test)
@@ -29,39 +32,6 @@ async fn process(url: &str, max_connections: u32) -> MySqlPool {
         .connect(url)
         .await
         .unwrap()
-}
-
-async fn connect(url: &str) -> MySqlConnection {
-    MySqlConnection::connect(url).await.unwrap()
-}
-
-fn sql(text: String) -> AssertSqlSafe<String> {
-    AssertSqlSafe(text)
-}
-
-async fn exec<'e>(executor: impl sqlx::MySqlExecutor<'e>, text: String) {
-    sqlx::raw_sql(sql(text)).execute(executor).await.unwrap();
-}
-
-/// A policy of its own (so its own process-local queue) with `admission`; quick retries.
-fn policy(admission: Admission, attempts: u32) -> RetryPolicy {
-    RetryPolicy::builder()
-        .max_attempts(attempts)
-        .backoff(Backoff::Constant(Duration::from_millis(1)))
-        .admission(admission)
-        .build()
-        .unwrap()
-}
-
-fn shared() -> Admission {
-    Admission::per_key().in_database(WAIT)
-}
-
-/// A guard against hangs (not a timing assertion).
-async fn within<T>(fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(60), fut)
-        .await
-        .expect("test hung")
 }
 
 /// The key a test's transactions contend on, and the name of its named lock.
@@ -83,68 +53,67 @@ async fn lock_holder(observer: &mut MySqlConnection, lock: &str) -> Option<u64> 
 /// Waits until a session is running `GET_LOCK` on `lock` (with `WAIT`), and returns its id.
 async fn wait_for_get_lock(observer: &mut MySqlConnection, lock: &str) -> u64 {
     let statement = format!("SELECT GET_LOCK('{lock}', {})", WAIT.as_secs());
-    for _ in 0..3000 {
-        let id: Option<u64> = sqlx::query_scalar(
+    let mut waiter = None;
+    poll_until(format!("nobody ever waited in {statement}"), async || {
+        waiter = sqlx::query_scalar(
             "SELECT CAST(id AS UNSIGNED) FROM information_schema.processlist WHERE info = ?",
         )
         .bind(&statement)
         .fetch_optional(&mut *observer)
         .await
         .unwrap();
-        if let Some(id) = id {
-            return id;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("nobody ever waited in {statement}");
+        waiter.is_some()
+    })
+    .await;
+    waiter.unwrap()
 }
 
 /// Waits until session `id` is gone from the server.
 async fn wait_until_gone(observer: &mut MySqlConnection, id: u64) {
-    for _ in 0..3000 {
+    poll_until(format!("session {id} is still connected"), async || {
         let n: i64 =
             sqlx::query_scalar("SELECT count(*) FROM information_schema.processlist WHERE id = ?")
                 .bind(id)
                 .fetch_one(&mut *observer)
                 .await
                 .unwrap();
-        if n == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("session {id} is still connected");
+        n == 0
+    })
+    .await;
 }
 
-/// Two pools × `WORKERS` tasks × `ROUNDS` transactions on `KEYS` keys; each transaction
-/// records when it ran, inside the transaction (after its locks). With `barrier`, the
-/// first transaction of worker 0 in each pool waits for the other's inside the
-/// transaction, so the two certainly overlap unless something keeps them apart. Returns
-/// how many pairs of intervals on one key overlap.
-async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, barrier: bool) -> i64 {
-    const WORKERS: i64 = 4;
-    const ROUNDS: i64 = 8;
-    const KEYS: i64 = 2;
-    let barrier = barrier.then(|| Arc::new(Barrier::new(2)));
+/// Two processes (see `txretry_testkit::intervals`: `WORKERS` tasks × `ROUNDS` transactions
+/// on `KEYS` keys each) against a new interval table named from `prefix`, dropped after;
+/// each transaction records when it ran, inside the transaction (after its locks). With
+/// `barrier`, the first transaction of worker 0 in each process waits for the other's
+/// inside the transaction, so the two certainly overlap unless something keeps them apart.
+/// Returns how many pairs of intervals on one key overlap.
+async fn two_processes(
+    url: &str,
+    prefix: &str,
+    admission: fn() -> Admission,
+    barrier: bool,
+) -> i64 {
+    let table = &interval_table(url, prefix).await;
+    let meeting = Meeting::new(barrier);
     let mut tasks = tokio::task::JoinSet::new();
     let mut pools = Vec::new();
-    for process_id in 0..2_i64 {
+    for process_id in 0..intervals::PROCESSES {
         let pool = process(url, WORKERS as u32).await;
         let policy = policy(admission(), 100);
         pools.push(pool.clone());
         for worker in 0..WORKERS {
-            let (pool, policy, table, barrier) = (
+            let (pool, policy, table, meeting) = (
                 pool.clone(),
                 policy.clone(),
                 table.to_string(),
-                barrier.clone(),
+                meeting.clone(),
             );
             tasks.spawn(async move {
                 for round in 0..ROUNDS {
-                    let n = (worker + round) % KEYS;
+                    let n = intervals::key_of(worker, round);
                     let options = TxOptions::new().contends_on(key(&table, n).0);
-                    let wait_for_other = (worker == 0 && round == 0).then(|| barrier.clone()).flatten();
-                    let first = Arc::new(AtomicBool::new(true));
+                    let meet = meeting.for_round(worker, round);
                     let table = table.clone();
                     txretry::sqlx::transaction_with(&pool, &policy, &options, async move |tx| {
                         let id = sqlx::query(sql(format!(
@@ -155,11 +124,7 @@ async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, bar
                         .execute(&mut **tx)
                         .await?
                         .last_insert_id();
-                        if let Some(barrier) = &wait_for_other
-                            && first.swap(false, Ordering::SeqCst)
-                        {
-                            barrier.wait().await;
-                        }
+                        meet.meet().await;
                         sqlx::query("DO SLEEP(0.002)").execute(&mut **tx).await?;
                         sqlx::query(sql(format!("UPDATE {table} SET ended = NOW(6) WHERE id = ?")))
                             .bind(id)
@@ -173,12 +138,7 @@ async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, bar
             });
         }
     }
-    within(async {
-        while let Some(joined) = tasks.join_next().await {
-            joined.unwrap();
-        }
-    })
-    .await;
+    intervals::join_all(tasks).await;
     let mut observer = connect(url).await;
     // Back in the pools, the connections hold no named lock.
     for n in 0..KEYS {
@@ -191,18 +151,13 @@ async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, bar
         .fetch_one(&mut observer)
         .await
         .unwrap();
-    assert_eq!(
-        rows,
-        2 * WORKERS * ROUNDS,
-        "every transaction committed once"
-    );
-    sqlx::query_scalar(sql(format!(
-        "SELECT count(*) FROM {table} a JOIN {table} b
-         ON a.k = b.k AND a.id < b.id AND a.started < b.ended AND b.started < a.ended"
-    )))
-    .fetch_one(&mut observer)
-    .await
-    .unwrap()
+    intervals::assert_all_committed(rows);
+    let overlaps = sqlx::query_scalar(sql(intervals::overlaps_sql(table)))
+        .fetch_one(&mut observer)
+        .await
+        .unwrap();
+    drop_table(url, table).await;
+    overlaps
 }
 
 async fn interval_table(url: &str, prefix: &str) -> String {
@@ -227,15 +182,22 @@ async fn drop_table(url: &str, table: &str) {
     .await;
 }
 
+/// A transaction under `options`' keys that does nothing (the runner's future).
+fn nothing(
+    pool: &MySqlPool,
+    policy: &RetryPolicy,
+    options: &TxOptions,
+) -> impl Future<Output = Result<(), TxError<sqlx::Error>>> + Send + use<> {
+    txretry::sqlx::transaction_with(pool, policy, options, async |_tx| Ok::<_, sqlx::Error>(()))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_never_run_one_key_at_once() {
     let Some(url) = url("sqlx-mysql admission_db never_overlap") else {
         return;
     };
-    let table = interval_table(&url, "adm_my_shared").await;
-    let overlaps = two_processes(&url, &table, shared, false).await;
-    assert_eq!(overlaps, 0, "two transactions on one key ran at once");
-    drop_table(&url, &table).await;
+    let overlaps = two_processes(&url, "adm_my_shared", shared, false).await;
+    assert_no_overlap(overlaps);
 }
 
 /// The check above can fail: with admission per process only, the two pools run the same
@@ -245,10 +207,8 @@ async fn without_the_database_two_processes_overlap() {
     let Some(url) = url("sqlx-mysql admission_db overlap") else {
         return;
     };
-    let table = interval_table(&url, "adm_my_local").await;
-    let overlaps = two_processes(&url, &table, Admission::per_key, true).await;
-    assert!(overlaps > 0, "the two processes never overlapped");
-    drop_table(&url, &table).await;
+    let overlaps = two_processes(&url, "adm_my_local", Admission::per_key, true).await;
+    assert_overlap(overlaps);
 }
 
 type Held = tokio::task::JoinHandle<Result<(), TxError<sqlx::Error>>>;
@@ -396,14 +356,7 @@ async fn a_cancelled_waiter_releases_everything() {
     assert_eq!(free, 1, "the key can be taken at once");
     exec(&mut observer, "DO RELEASE_ALL_LOCKS()".into()).await;
     // And B's process takes it again without waiting for anyone.
-    within(txretry::sqlx::transaction_with(
-        &pool_b,
-        &policy_b,
-        &options,
-        async |_tx| Ok::<_, sqlx::Error>(()),
-    ))
-    .await
-    .unwrap();
+    within(nothing(&pool_b, &policy_b, &options)).await.unwrap();
 }
 
 /// After a commit, a business error, a database error and a lock not granted in time, the
@@ -489,14 +442,7 @@ async fn connections_go_back_to_the_pool_without_named_locks() {
         .await
         .unwrap();
     assert_eq!(got, 1);
-    let err = within(txretry::sqlx::transaction_with(
-        &pool,
-        &policy,
-        &all,
-        async |_tx| Ok::<_, sqlx::Error>(()),
-    ))
-    .await
-    .unwrap_err();
+    let err = within(nothing(&pool, &policy, &all)).await.unwrap_err();
     assert_eq!(
         err.outcome().verdict(),
         Verdict::Transient(TransientKind::LockTimeout)
@@ -578,14 +524,9 @@ async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
     release.notify_one();
     within(holder).await.unwrap().unwrap();
     assert_eq!(lock_holder(&mut observer, &lock).await, None);
-    within(txretry::sqlx::transaction_with(
-        &pool_b,
-        &impatient,
-        &options,
-        async |_tx| Ok::<_, sqlx::Error>(()),
-    ))
-    .await
-    .unwrap();
+    within(nothing(&pool_b, &impatient, &options))
+        .await
+        .unwrap();
 }
 
 /// `KILL QUERY` on a waiting `GET_LOCK` makes it return NULL: the attempt fails with
@@ -606,12 +547,7 @@ async fn an_interrupted_wait_is_permanent() {
     let holder = hold(&pool_a, &options, holding, release.clone());
     let holder_id = within(held.recv()).await.unwrap();
 
-    let waiter = tokio::spawn(txretry::sqlx::transaction_with(
-        &pool_b,
-        &policy(shared(), 3),
-        &options,
-        async |_tx| Ok::<_, sqlx::Error>(()),
-    ));
+    let waiter = tokio::spawn(nothing(&pool_b, &policy(shared(), 3), &options));
     let waiter_id = wait_for_get_lock(&mut observer, &lock).await;
     exec(&mut observer, format!("KILL QUERY {waiter_id}")).await;
     let err = within(waiter).await.unwrap().expect_err("interrupted");

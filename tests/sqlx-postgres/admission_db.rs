@@ -8,15 +8,18 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};
-use tokio::sync::{Barrier, Notify, mpsc};
+use sqlx::{Executor, PgConnection};
+use tokio::sync::{Notify, mpsc};
 use txretry::{
     Admission, Backoff, Code, Isolation, KeyHash, Phase, RetryPolicy, SqlState, StopReason,
     TransientKind, TxOptions, Verdict,
 };
+use txretry_testkit::intervals::{
+    self, KEYS, Meeting, ROUNDS, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
+};
+use txretry_testkit::wait::{poll_until, within};
 
-/// Long enough never to run out in these tests unless something hangs.
-const WAIT: Duration = Duration::from_secs(30);
+use crate::common::{connect, exec, sql};
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::postgres_url(test)
@@ -32,53 +35,16 @@ async fn process(url: &str, app: &str, max_connections: u32) -> PgPool {
         .unwrap()
 }
 
-async fn connect(url: &str) -> PgConnection {
-    PgConnection::connect(url).await.unwrap()
-}
-
-fn sql(text: String) -> AssertSqlSafe<String> {
-    AssertSqlSafe(text)
-}
-
-async fn exec<'e>(executor: impl sqlx::PgExecutor<'e>, text: String) {
-    sqlx::raw_sql(sql(text)).execute(executor).await.unwrap();
-}
-
-/// A policy of its own (so its own process-local queue) with `admission`; quick retries.
-fn policy(admission: Admission, attempts: u32) -> RetryPolicy {
-    RetryPolicy::builder()
-        .max_attempts(attempts)
-        .backoff(Backoff::Constant(Duration::from_millis(1)))
-        .admission(admission)
-        .build()
-        .unwrap()
-}
-
-fn shared() -> Admission {
-    Admission::per_key().in_database(WAIT)
-}
-
-/// A guard against hangs (not a timing assertion).
-async fn within<T>(fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(60), fut)
-        .await
-        .expect("test hung")
-}
-
 /// Polls `query` (a boolean, with `$1 = app`) until it is true; panics after about 30 s.
 async fn poll(observer: &mut PgConnection, what: &str, query: &'static str, app: &str) {
-    for _ in 0..3000 {
-        let yes: bool = sqlx::query_scalar(query)
+    poll_until(format!("{what} never happened"), async || {
+        sqlx::query_scalar(query)
             .bind(app)
             .fetch_one(&mut *observer)
             .await
-            .unwrap();
-        if yes {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{what} never happened");
+            .unwrap()
+    })
+    .await;
 }
 
 /// Waits until a session of `app` waits for an advisory lock.
@@ -113,38 +79,39 @@ fn key(table: &str, n: i64) -> ((String, i64), i64) {
     (key, id)
 }
 
-/// Two pools × `WORKERS` tasks × `ROUNDS` transactions, on `KEYS` keys; each transaction
-/// records when it ran, inside the transaction (after its locks), in `table`. With
-/// `barrier`, the first transaction of worker 0 in each pool waits for the other's inside
-/// the transaction, so the two certainly overlap unless something keeps them apart.
+/// Two processes (see `txretry_testkit::intervals`: `WORKERS` tasks × `ROUNDS` transactions
+/// on `KEYS` keys each) against a new interval table named from `prefix`, dropped after;
+/// each transaction records when it ran, inside the transaction (after its locks). With
+/// `barrier`, the first transaction of worker 0 in each process waits for the other's
+/// inside the transaction, so the two certainly overlap unless something keeps them apart.
 /// Returns how many pairs of intervals on one key overlap.
-async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, barrier: bool) -> i64 {
-    const WORKERS: i64 = 4;
-    const ROUNDS: i64 = 8;
-    const KEYS: i64 = 2;
-    let barrier = barrier.then(|| Arc::new(Barrier::new(2)));
+async fn two_processes(
+    url: &str,
+    prefix: &str,
+    admission: fn() -> Admission,
+    barrier: bool,
+) -> i64 {
+    let table = &interval_table(url, prefix).await;
+    let meeting = Meeting::new(barrier);
     let mut tasks = tokio::task::JoinSet::new();
     let mut pools = Vec::new();
-    for process_id in 0..2_i64 {
+    for process_id in 0..intervals::PROCESSES {
         let pool = process(url, &format!("{table}_p{process_id}"), WORKERS as u32).await;
         // Each process its own policy, with its own Admission.
         let policy = policy(admission(), 100);
         pools.push(pool.clone());
         for worker in 0..WORKERS {
-            let (pool, policy, table, barrier) = (
+            let (pool, policy, table, meeting) = (
                 pool.clone(),
                 policy.clone(),
                 table.to_string(),
-                barrier.clone(),
+                meeting.clone(),
             );
             tasks.spawn(async move {
                 for round in 0..ROUNDS {
-                    let n = (worker + round) % KEYS;
+                    let n = intervals::key_of(worker, round);
                     let options = TxOptions::new().contends_on(key(&table, n).0);
-                    let wait_for_other = (worker == 0 && round == 0)
-                        .then(|| barrier.clone())
-                        .flatten();
-                    let first = Arc::new(AtomicBool::new(true));
+                    let meet = meeting.for_round(worker, round);
                     let table = table.clone();
                     txretry::sqlx::transaction_with(&pool, &policy, &options, async move |tx| {
                         let id: i64 = sqlx::query_scalar(sql(format!(
@@ -155,11 +122,7 @@ async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, bar
                         .bind(process_id)
                         .fetch_one(&mut **tx)
                         .await?;
-                        if let Some(barrier) = &wait_for_other
-                            && first.swap(false, Ordering::SeqCst)
-                        {
-                            barrier.wait().await;
-                        }
+                        meet.meet().await;
                         sqlx::query("SELECT pg_sleep(0.002)")
                             .execute(&mut **tx)
                             .await?;
@@ -177,12 +140,7 @@ async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, bar
             });
         }
     }
-    within(async {
-        while let Some(joined) = tasks.join_next().await {
-            joined.unwrap();
-        }
-    })
-    .await;
+    intervals::join_all(tasks).await;
     for pool in pools {
         pool.close().await;
     }
@@ -191,21 +149,16 @@ async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, bar
         .fetch_one(&mut observer)
         .await
         .unwrap();
-    assert_eq!(
-        rows,
-        2 * WORKERS * ROUNDS,
-        "every transaction committed once"
-    );
+    intervals::assert_all_committed(rows);
     for n in 0..KEYS {
         assert_eq!(advisory_holders(&mut observer, key(table, n).1).await, 0);
     }
-    sqlx::query_scalar(sql(format!(
-        "SELECT count(*) FROM {table} a JOIN {table} b
-         ON a.k = b.k AND a.id < b.id AND a.started < b.ended AND b.started < a.ended"
-    )))
-    .fetch_one(&mut observer)
-    .await
-    .unwrap()
+    let overlaps = sqlx::query_scalar(sql(intervals::overlaps_sql(table)))
+        .fetch_one(&mut observer)
+        .await
+        .unwrap();
+    drop_table(url, table).await;
+    overlaps
 }
 
 async fn interval_table(url: &str, prefix: &str) -> String {
@@ -234,10 +187,8 @@ async fn two_processes_never_run_one_key_at_once() {
     let Some(url) = url("sqlx-postgres admission_db never_overlap") else {
         return;
     };
-    let table = interval_table(&url, "adm_pg_shared").await;
-    let overlaps = two_processes(&url, &table, shared, false).await;
-    assert_eq!(overlaps, 0, "two transactions on one key ran at once");
-    drop_table(&url, &table).await;
+    let overlaps = two_processes(&url, "adm_pg_shared", shared, false).await;
+    assert_no_overlap(overlaps);
 }
 
 /// The check above can fail: with admission per process only, the two pools run the same
@@ -247,10 +198,8 @@ async fn without_the_database_two_processes_overlap() {
     let Some(url) = url("sqlx-postgres admission_db overlap") else {
         return;
     };
-    let table = interval_table(&url, "adm_pg_local").await;
-    let overlaps = two_processes(&url, &table, Admission::per_key, true).await;
-    assert!(overlaps > 0, "the two processes never overlapped");
-    drop_table(&url, &table).await;
+    let overlaps = two_processes(&url, "adm_pg_local", Admission::per_key, true).await;
+    assert_overlap(overlaps);
 }
 
 /// A transaction that holds `key` until `release` is notified; `holding` is notified once

@@ -8,15 +8,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Barrier, Notify, oneshot};
+use tokio::sync::{Notify, oneshot};
 use tokio_postgres::{Client, NoTls};
 use txretry::{
-    Admission, Backoff, Code, KeyHash, Phase, RetryPolicy, SqlState, StopReason, TransientKind,
-    TxError, TxOptions, Verdict,
+    Admission, Code, KeyHash, Phase, SqlState, StopReason, TransientKind, TxError, TxOptions,
+    Verdict,
 };
-
-/// Long enough never to run out in these tests unless something hangs.
-const WAIT: Duration = Duration::from_secs(30);
+use txretry_testkit::intervals::{
+    self, KEYS, Meeting, ROUNDS, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
+};
+use txretry_testkit::wait::{poll_until, within};
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::postgres_url(test)
@@ -33,37 +34,12 @@ async fn connect_as(url: &str, app: &str) -> Client {
     client
 }
 
-/// A policy of its own (so its own process-local queue) with `admission`; quick retries.
-fn policy(admission: Admission, attempts: u32) -> RetryPolicy {
-    RetryPolicy::builder()
-        .max_attempts(attempts)
-        .backoff(Backoff::Constant(Duration::from_millis(1)))
-        .admission(admission)
-        .build()
-        .unwrap()
-}
-
-fn shared() -> Admission {
-    Admission::per_key().in_database(WAIT)
-}
-
-/// A guard against hangs (not a timing assertion).
-async fn within<T>(fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(60), fut)
-        .await
-        .expect("test hung")
-}
-
 /// Polls `query` (a boolean, with `$1 = app`) until it is true; panics after about 30 s.
 async fn poll(observer: &Client, what: &str, query: &str, app: &str) {
-    for _ in 0..3000 {
-        let yes: bool = observer.query_one(query, &[&app]).await.unwrap().get(0);
-        if yes {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{what} never happened");
+    poll_until(format!("{what} never happened"), async || {
+        observer.query_one(query, &[&app]).await.unwrap().get(0)
+    })
+    .await;
 }
 
 /// Waits until the session named `app` waits for an advisory lock.
@@ -99,30 +75,31 @@ fn key(name: &str, n: i64) -> ((String, i64), i64) {
     (key, id)
 }
 
-/// Two processes × `WORKERS` clients × `ROUNDS` transactions on `KEYS` keys; each
-/// transaction records when it ran, inside the transaction (after its locks). With
+/// Two processes (see `txretry_testkit::intervals`: `WORKERS` tasks × `ROUNDS` transactions
+/// on `KEYS` keys each) against a new interval table named from `prefix`, dropped after;
+/// each transaction records when it ran, inside the transaction (after its locks). With
 /// `barrier`, the first transaction of worker 0 in each process waits for the other's
 /// inside the transaction, so the two certainly overlap unless something keeps them apart.
 /// Returns how many pairs of intervals on one key overlap.
-async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, barrier: bool) -> i64 {
-    const WORKERS: i64 = 4;
-    const ROUNDS: i64 = 8;
-    const KEYS: i64 = 2;
-    let barrier = barrier.then(|| Arc::new(Barrier::new(2)));
+async fn two_processes(
+    url: &str,
+    prefix: &str,
+    admission: fn() -> Admission,
+    barrier: bool,
+) -> i64 {
+    let table = &interval_table(url, prefix).await;
+    let meeting = Meeting::new(barrier);
     let mut tasks = tokio::task::JoinSet::new();
-    for process_id in 0..2_i64 {
+    for process_id in 0..intervals::PROCESSES {
         let policy = policy(admission(), 100);
         for worker in 0..WORKERS {
             let mut client = connect_as(url, &format!("{table}_p{process_id}")).await;
-            let (policy, table, barrier) = (policy.clone(), table.to_string(), barrier.clone());
+            let (policy, table, meeting) = (policy.clone(), table.to_string(), meeting.clone());
             tasks.spawn(async move {
                 for round in 0..ROUNDS {
-                    let n = (worker + round) % KEYS;
+                    let n = intervals::key_of(worker, round);
                     let options = TxOptions::new().contends_on(key(&table, n).0);
-                    let wait_for_other = (worker == 0 && round == 0)
-                        .then(|| barrier.clone())
-                        .flatten();
-                    let first = Arc::new(AtomicBool::new(true));
+                    let meet = meeting.for_round(worker, round);
                     let insert = format!(
                         "INSERT INTO {table} (k, process, started, ended)
                          VALUES ($1, $2, clock_timestamp(), clock_timestamp()) RETURNING id"
@@ -135,11 +112,7 @@ async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, bar
                         &options,
                         async move |tx| {
                             let id: i64 = tx.query_one(&insert, &[&n, &process_id]).await?.get(0);
-                            if let Some(barrier) = &wait_for_other
-                                && first.swap(false, Ordering::SeqCst)
-                            {
-                                barrier.wait().await;
-                            }
+                            meet.meet().await;
                             tx.batch_execute("SELECT pg_sleep(0.002)").await?;
                             tx.execute(&update, &[&id]).await?;
                             Ok::<_, tokio_postgres::Error>(())
@@ -151,37 +124,24 @@ async fn two_processes(url: &str, table: &str, admission: fn() -> Admission, bar
             });
         }
     }
-    within(async {
-        while let Some(joined) = tasks.join_next().await {
-            joined.unwrap();
-        }
-    })
-    .await;
+    intervals::join_all(tasks).await;
     let observer = connect_as(url, "observer").await;
     let rows: i64 = observer
         .query_one(&format!("SELECT count(*) FROM {table}"), &[])
         .await
         .unwrap()
         .get(0);
-    assert_eq!(
-        rows,
-        2 * WORKERS * ROUNDS,
-        "every transaction committed once"
-    );
+    intervals::assert_all_committed(rows);
     for n in 0..KEYS {
         assert_eq!(advisory_holders(&observer, key(table, n).1).await, 0);
     }
-    observer
-        .query_one(
-            &format!(
-                "SELECT count(*) FROM {table} a JOIN {table} b
-                 ON a.k = b.k AND a.id < b.id AND a.started < b.ended AND b.started < a.ended"
-            ),
-            &[],
-        )
+    let overlaps = observer
+        .query_one(&intervals::overlaps_sql(table), &[])
         .await
         .unwrap()
-        .get(0)
+        .get(0);
+    drop_table(url, table).await;
+    overlaps
 }
 
 async fn interval_table(url: &str, prefix: &str) -> String {
@@ -210,10 +170,8 @@ async fn two_processes_never_run_one_key_at_once() {
     let Some(url) = url("tokio_postgres::admission_db never_overlap") else {
         return;
     };
-    let table = interval_table(&url, "adm_tp_shared").await;
-    let overlaps = two_processes(&url, &table, shared, false).await;
-    assert_eq!(overlaps, 0, "two transactions on one key ran at once");
-    drop_table(&url, &table).await;
+    let overlaps = two_processes(&url, "adm_tp_shared", shared, false).await;
+    assert_no_overlap(overlaps);
 }
 
 /// The check above can fail: with admission per process only, the two processes run the
@@ -223,10 +181,8 @@ async fn without_the_database_two_processes_overlap() {
     let Some(url) = url("tokio_postgres::admission_db overlap") else {
         return;
     };
-    let table = interval_table(&url, "adm_tp_local").await;
-    let overlaps = two_processes(&url, &table, Admission::per_key, true).await;
-    assert!(overlaps > 0, "the two processes never overlapped");
-    drop_table(&url, &table).await;
+    let overlaps = two_processes(&url, "adm_tp_local", Admission::per_key, true).await;
+    assert_overlap(overlaps);
 }
 
 type Held = tokio::task::JoinHandle<Result<(), TxError<tokio_postgres::Error>>>;

@@ -7,12 +7,13 @@
 //! `TXRETRY_REQUIRE_DB=1`, which turns a missing server into a failure (CI sets it).
 //!
 //! Also the driver-free helpers every test binary shares: [`record`] (what a policy's
-//! hooks saw), [`outcome`] (assertions on a runner's [`Outcome`](txretry_core::Outcome)),
+//! hooks saw), [`intervals`] (admission across processes, by recorded intervals), [`outcome`] (assertions on a runner's [`Outcome`](txretry_core::Outcome)),
 //! [`wait`] (bounded waiting) and the [`CommitFaultProxy`].
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod intervals;
 pub mod outcome;
 mod proxy;
 pub mod record;
