@@ -73,17 +73,25 @@ impl Scope {
     }
 
     /// Labels for the events of every loop in the scope: the tool's name, the call's id
-    /// and where the policy came from (`"tool"`, `"toolbox"`, `"default"`). Returns a new
-    /// scope with the same counts: label it before sharing it.
+    /// and where the policy came from (`"tool"`, `"toolbox"`, `"default"`). Label it
+    /// before sharing it: a scope that already has clones comes back as a new budget with
+    /// the same counts, which those clones do not share.
     #[must_use]
-    pub fn labelled(self, tool: &str, call_id: &str, level: &'static str) -> Self {
+    pub fn labelled(mut self, tool: &str, call_id: &str, level: &'static str) -> Self {
+        let (tool, call_id) = (Some(Arc::from(tool)), Some(Arc::from(call_id)));
+        // Not shared yet (the usual case: labelled right after it was made): no new budget
+        // to allocate.
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            (inner.tool, inner.call_id, inner.level) = (tool, call_id, Some(level));
+            return self;
+        }
         let inner = &*self.inner;
         Scope {
             inner: Arc::new(Inner {
                 retries_left: AtomicU32::new(inner.retries_left.load(Ordering::Acquire)),
                 successes: AtomicU32::new(inner.successes.load(Ordering::Acquire)),
-                tool: Some(Arc::from(tool)),
-                call_id: Some(Arc::from(call_id)),
+                tool,
+                call_id,
                 level: Some(level),
                 last_give_up: Mutex::new(None),
             }),
