@@ -325,3 +325,97 @@ async fn postgres_unique_violation_surfaces_once() {
     assert!(f.to_string().contains("duplicate key value"), "{f}");
     exec(&pool, format!("DROP TABLE {t}")).await;
 }
+
+/// A COMMIT whose answer is lost (the fault proxy lets it land, then answers FATAL 08P01)
+/// inside a tool's runner: the outcome is unknown, so a tool that is not idempotent is not
+/// run again — even under a policy that retries every kind — and the row exists once. An
+/// idempotent tool is run again, and its idempotent write still leaves one row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ambiguous_commit_in_a_tool_is_rerun_only_for_an_idempotent_tool() {
+    let Some((url, direct)) = setup("tool ambiguous commit").await else {
+        return;
+    };
+    let t = txretry_testkit::unique_name("tool_ambiguous");
+    exec(&direct, format!("CREATE TABLE {t} (id int PRIMARY KEY)")).await;
+    let proxy = txretry_testkit::CommitFaultProxy::start(&url).expect("start the proxy");
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(proxy.url())
+        .await
+        .unwrap();
+    let everything = txretry_core::RetryPolicy::builder()
+        .max_attempts(5)
+        .backoff(txretry_core::Backoff::Constant(
+            std::time::Duration::from_millis(1),
+        ))
+        .retry_on(txretry_core::KindSet::ALL)
+        .build()
+        .unwrap();
+    let runs = Counter::default();
+    let tool = |name: &str, id: i32| {
+        let (pool, t, runs) = (pool.clone(), t.clone(), runs.clone());
+        Tool::new(
+            name,
+            "insert one row",
+            move |ctx: ToolContext, _: NoArgs| {
+                let (pool, t, runs) = (pool.clone(), t.clone(), runs.clone());
+                async move {
+                    runs.bump();
+                    txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                        sqlx::query(sql(format!(
+                            "INSERT INTO {t} VALUES ({id}) ON CONFLICT (id) DO NOTHING"
+                        )))
+                        .execute(&mut **tx)
+                        .await
+                        .map(drop)
+                    })
+                    .await?;
+                    Ok::<_, BoxError>("inserted")
+                }
+            },
+        )
+        .retry(everything.clone())
+    };
+    let toolbox = Toolbox::builder()
+        .tool(tool("plain", 1))
+        .tool(tool("idempotent", 2).idempotent(true))
+        .build()
+        .unwrap();
+    let rows = |id: i32| {
+        let (direct, t) = (direct.clone(), t.clone());
+        async move {
+            sqlx::query_scalar::<_, i64>(sql(format!("SELECT count(*) FROM {t} WHERE id = {id}")))
+                .fetch_one(&direct)
+                .await
+                .unwrap()
+        }
+    };
+
+    proxy.arm_commit_faults(1);
+    let result = within(toolbox.invoke(&anyone(), "plain", json!({}), "call-1")).await;
+    let failed = failure(result);
+    assert_eq!(failed.kind(), FailureKind::Ambiguous, "{failed:?}");
+    assert!(failed.outcome().may_have_committed());
+    assert_eq!(
+        runs.get(),
+        1,
+        "the handler is not run again after an unknown commit"
+    );
+    assert_eq!(proxy.faults_injected(), 1);
+    assert_eq!(rows(1).await, 1, "the COMMIT landed, once");
+
+    proxy.arm_commit_faults(1);
+    let out = within(toolbox.invoke(&anyone(), "idempotent", json!({}), "call-2"))
+        .await
+        .expect("an idempotent tool is run again after an ambiguous commit");
+    assert_eq!(out, json!("inserted"));
+    assert_eq!(
+        runs.get(),
+        3,
+        "one more run for the plain tool's call: 1 + 2"
+    );
+    assert_eq!(proxy.faults_injected(), 2);
+    assert_eq!(rows(2).await, 1, "run twice, written once");
+
+    exec(&direct, format!("DROP TABLE {t}")).await;
+}
