@@ -30,8 +30,10 @@ fn url(test: &str) -> Option<String> {
 /// A pool standing in for one process: up to `max` connections, kept when idle and not
 /// reset between uses.
 fn process(url: &str, max: usize) -> Pool {
-    let sep = if url.contains('?') { '&' } else { '?' };
-    Pool::new(format!("{url}{sep}pool_min=1&pool_max={max}&reset_connection=false").as_str())
+    crate::common::pool_with(
+        url,
+        &format!("pool_min=1&pool_max={max}&reset_connection=false"),
+    )
 }
 
 async fn connect(url: &str) -> Conn {

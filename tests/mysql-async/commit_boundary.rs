@@ -18,15 +18,10 @@ use crate::common::*;
 /// CR_SERVER_LOST, as the proxy sends it.
 const SERVER_LOST: u16 = 2013;
 
-/// A pool whose connections go through `proxy`. `prefer_socket=false`: by default
-/// mysql_async asks the server for its unix socket (`@@socket`) and tries to reconnect over
-/// it, which on a local server would go around the proxy. (On the MariaDB this was written
-/// against that reconnect does not happen, but the tests must not depend on it; the
-/// proxy's counters are asserted too.)
+/// A pool whose connections go through `proxy` (its URL says `prefer_socket=false`, so
+/// never around it over the server's unix socket; the proxy's counters are asserted too).
 fn pool_via(proxy: &CommitFaultProxy) -> Pool {
-    let url = proxy.url();
-    let sep = if url.contains('?') { '&' } else { '?' };
-    Pool::new(format!("{url}{sep}prefer_socket=false").as_str())
+    Pool::new(proxy.url())
 }
 
 /// What each retry event said: the runner's verdict, the phase, the code.

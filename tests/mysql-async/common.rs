@@ -11,9 +11,24 @@ pub fn url(test: &str) -> Option<String> {
     txretry_testkit::mysql_url(test)
 }
 
+/// A pool for `url` with the extra `params` (`a=1&b=2`) and `prefer_socket=false`.
+///
+/// By default mysql_async asks the server for its unix socket (`@@socket`) and reconnects
+/// through it when the URL names 127.0.0.1: against a container (or a proxy) on a machine
+/// that also runs a server of its own, that would quietly test the host's server instead.
+pub fn pool_with(url: &str, params: &str) -> Pool {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let extra = if params.is_empty() {
+        String::new()
+    } else {
+        format!("&{params}")
+    };
+    Pool::new(format!("{url}{sep}prefer_socket=false{extra}").as_str())
+}
+
 /// A pool of its own for one test.
 pub fn pool(url: &str) -> Pool {
-    Pool::new(url)
+    pool_with(url, "")
 }
 
 /// A pool of its own holding exactly one connection, which it keeps when idle
@@ -22,8 +37,7 @@ pub fn pool(url: &str) -> Pool {
 /// behind is the one the next caller gets, so a test can tell whether the runner pooled a
 /// connection or closed it.
 pub fn single_connection_pool(url: &str) -> Pool {
-    let sep = if url.contains('?') { '&' } else { '?' };
-    Pool::new(format!("{url}{sep}pool_min=1&pool_max=1&reset_connection=false").as_str())
+    pool_with(url, "pool_min=1&pool_max=1&reset_connection=false")
 }
 
 /// The session's connection id (what `KILL` and `innodb_trx` name).
