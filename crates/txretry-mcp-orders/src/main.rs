@@ -1,16 +1,18 @@
 //! `txretry-mcp-orders`: a real MCP server over txretry-tool. It serves the orders toolbox
-//! (`get_order`, `cancel_order`, `transfer`) on an embedded SQLite database, with every
-//! transaction retried in place by txretry and every retry reported to the client.
+//! (`get_order`, `cancel_order`, `transfer`) on an embedded SQLite database, or on Postgres
+//! or MySQL/MariaDB, with every transaction retried in place by txretry and every retry
+//! reported to the client.
 //!
 //! ```text
-//! txretry-mcp-orders [--db sqlite:PATH] [--role ROLE]... [--persona NAME] [--agent NAME]
-//! txretry-mcp-orders --http 127.0.0.1:PORT [--db sqlite:PATH]
+//! txretry-mcp-orders [--db URL] [--table-prefix P] [--role ROLE]... [--persona NAME] [--agent NAME]
+//! txretry-mcp-orders --http 127.0.0.1:PORT [--db URL] [--table-prefix P]
 //! ```
 //!
 //! See `USAGE` below (or `--help`).
 
+mod redact;
+
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -18,22 +20,31 @@ use rmcp::ServiceExt;
 use rmcp::model::Implementation;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use txretry_mcp_orders::orders::{Orders, policy};
+use txretry_core::RetryPolicy;
+use txretry_mcp_orders::orders::dialect::Prefix;
+use txretry_mcp_orders::orders::target::Target;
+use txretry_mcp_orders::orders::{OpenError, Orders, policy};
 use txretry_tool::mcp::{RetryRelay, ToolboxServer};
 use txretry_tool::{BoxError, Caller, Toolbox};
 
 const USAGE: &str = "\
 txretry-mcp-orders: an MCP server with the tools get_order, cancel_order and transfer on an
-embedded SQLite database; deadlocks and SQLITE_BUSY are retried in place by txretry and
-reported to the client as notifications/message (warning) and progress.
+embedded SQLite database, or on Postgres or MySQL/MariaDB; deadlocks, serialization
+failures and SQLITE_BUSY are retried in place by txretry and reported to the client as
+notifications/message (warning) and progress.
 
 USAGE:
     txretry-mcp-orders [OPTIONS]                      stdio (what MCP hosts start)
     txretry-mcp-orders --http 127.0.0.1:PORT [OPTIONS] streamable HTTP at /mcp
 
 OPTIONS:
-    --db sqlite:PATH     the database file (created and seeded when missing);
-                         default: a new one in a temp directory, removed on exit
+    --db URL             sqlite:PATH (the file is created when missing),
+                         postgres://USER[:PASSWORD]@HOST[:PORT]/DB or
+                         mysql://USER[:PASSWORD]@HOST[:PORT]/DB (MySQL or MariaDB);
+                         the tables are created and seeded when missing;
+                         default: a new SQLite file in a temp directory, removed on exit
+    --table-prefix P     prefix of the tables' names ([a-z_][a-z0-9_]*, default none),
+                         so that several servers can share one database
     --http ADDR          serve streamable HTTP on ADDR (a loopback address only;
                          port 0 picks one); prints `listening on http://ADDR/mcp`
     --role ROLE          stdio: a role of the caller (repeat, or comma-separate);
@@ -52,9 +63,11 @@ const INSTRUCTIONS: &str = "Orders and accounts of a small shop. Temporary datab
 failures (deadlocks, busy database) are retried by the server: a tool error is final, do not \
 call the tool again in a loop. Amounts are in cents.";
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Options {
-    db: Option<PathBuf>,
+    /// The database and its URL as given (printed with the password redacted).
+    db: Option<(Target, String)>,
+    prefix: Prefix,
     http: Option<SocketAddr>,
     roles: Option<Vec<String>>,
     persona: Option<String>,
@@ -81,7 +94,17 @@ impl Options {
             };
             match flag.as_str() {
                 "-h" | "--help" => options.help = true,
-                "--db" => options.db = Some(sqlite_path(&value()?)?),
+                "--db" => {
+                    let url = value()?;
+                    let target = url
+                        .parse()
+                        .map_err(|error| format!("--db {}: {error}", redact::url(&url)))?;
+                    options.db = Some((target, url));
+                }
+                "--table-prefix" => {
+                    options.prefix =
+                        Prefix::new(&value()?).map_err(|e| format!("--table-prefix: {e}"))?
+                }
                 "--http" => options.http = Some(loopback(&value()?)?),
                 "--role" | "--roles" => options
                     .roles
@@ -132,21 +155,6 @@ fn split(list: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_owned)
 }
 
-fn sqlite_path(url: &str) -> Result<PathBuf, String> {
-    let path = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))
-        .ok_or_else(|| {
-            format!(
-                "--db {url:?}: only sqlite:PATH is supported (the orders tools are written for SQLite)"
-            )
-        })?;
-    if path.is_empty() {
-        return Err("--db sqlite:PATH needs a path".to_owned());
-    }
-    Ok(PathBuf::from(path))
-}
-
 fn loopback(addr: &str) -> Result<SocketAddr, String> {
     let addr: SocketAddr = addr
         .parse()
@@ -163,15 +171,38 @@ fn loopback(addr: &str) -> Result<SocketAddr, String> {
 async fn main() -> ExitCode {
     match run().await {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("txretry-mcp-orders: {error}");
-            ExitCode::FAILURE
+        Err(failure) => {
+            eprintln!("txretry-mcp-orders: {failure}");
+            failure.exit_code()
         }
     }
 }
 
-async fn run() -> Result<(), BoxError> {
-    let options = Options::parse(std::env::args().skip(1))?;
+/// Why the server stopped: what the user can fix (exit 2) or anything else (exit 1).
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    /// Bad arguments.
+    #[error("{0}")]
+    Usage(String),
+    /// The database named by --db cannot be opened.
+    #[error("--db {url}: {error}")]
+    Database { url: String, error: OpenError },
+    /// The server failed while running.
+    #[error(transparent)]
+    Serve(#[from] BoxError),
+}
+
+impl Failure {
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Failure::Usage(_) | Failure::Database { .. } => ExitCode::from(2),
+            Failure::Serve(_) => ExitCode::FAILURE,
+        }
+    }
+}
+
+async fn run() -> Result<(), Failure> {
+    let options = Options::parse(std::env::args().skip(1)).map_err(Failure::Usage)?;
     if options.help {
         print!("{USAGE}");
         return Ok(());
@@ -179,25 +210,35 @@ async fn run() -> Result<(), BoxError> {
     if options.http.is_some()
         && (options.roles.is_some() || options.persona.is_some() || options.agent.is_some())
     {
-        return Err("--role/--persona/--agent are for stdio; over HTTP the callers come from the x-txretry-* headers".into());
+        return Err(Failure::Usage("--role/--persona/--agent are for stdio; over HTTP the callers come from the x-txretry-* headers".into()));
     }
+    let policy = policy(options.max_attempts.unwrap_or(10))
+        .map_err(|error| Failure::Usage(format!("--max-attempts: {error}")))?;
 
     // The temp directory lives as long as the server.
-    let (_dir, path) = match &options.db {
-        Some(path) => (None, path.clone()),
+    let (_dir, target, shown) = match &options.db {
+        Some((target, url)) => (None, target.clone(), redact::url(url)),
         None => {
-            let dir = tempfile::tempdir()?;
+            let dir = tempfile::tempdir().map_err(|e| Failure::Serve(e.into()))?;
             let path = dir.path().join("orders.db");
-            (Some(dir), path)
+            let shown = format!("sqlite:{}", path.display());
+            (Some(dir), Target::Sqlite(path), shown)
         }
     };
-    let orders = Orders::open(&path).await?;
-    eprintln!("txretry-mcp-orders: database {}", path.display());
+    let orders = Orders::open(&target, &options.prefix)
+        .await
+        .map_err(|error| Failure::Database {
+            url: shown.clone(),
+            error,
+        })?;
+    eprintln!("txretry-mcp-orders: database {shown}");
+    serve(options, policy, orders).await.map_err(Failure::Serve)
+}
 
+/// Serves the orders toolbox over stdio or HTTP until the client leaves or a signal comes.
+async fn serve(options: Options, policy: RetryPolicy, orders: Orders) -> Result<(), BoxError> {
     let relay = RetryRelay::new();
-    let builder = Toolbox::builder()
-        .policy(policy(options.max_attempts.unwrap_or(10))?)
-        .on_retry(relay.hook());
+    let builder = Toolbox::builder().policy(policy).on_retry(relay.hook());
     let toolbox = orders.toolbox(builder)?;
     let info = Implementation::new("txretry-mcp-orders", env!("CARGO_PKG_VERSION"));
 

@@ -1,5 +1,6 @@
 //! A small toolbox an agent could call — `get_order`, `cancel_order`, `transfer` — on an
-//! embedded SQLite database in a temp file, called concurrently so real `SQLITE_BUSY`
+//! embedded SQLite database in a temp file (the same tools also run on Postgres and
+//! MySQL/MariaDB: see the `txretry-mcp-orders` server's `--db`), called concurrently so real `SQLITE_BUSY`
 //! happens and is retried in place, while "order not found" surfaces exactly once.
 //!
 //! `cargo run --example orders -p txretry-tool`
@@ -12,7 +13,7 @@ use txretry_tool::{BoxError, Caller, InvokeError, Toolbox};
 
 // The toolbox itself is shared with the `txretry-mcp-orders` MCP server.
 #[allow(dead_code)] // the server uses more of it
-#[path = "shared/orders.rs"]
+#[path = "shared/orders/mod.rs"]
 mod orders;
 
 fn toolbox(orders: &orders::Orders, retries: Arc<AtomicU32>) -> Result<Toolbox, BoxError> {
@@ -46,7 +47,7 @@ fn toolbox(orders: &orders::Orders, retries: Arc<AtomicU32>) -> Result<Toolbox, 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let dir = tempfile::tempdir()?;
-    let orders = orders::Orders::open(&dir.path().join("orders.db")).await?;
+    let orders = orders::Orders::sqlite(&dir.path().join("orders.db")).await?;
     let retries = Arc::new(AtomicU32::new(0));
     let toolbox = toolbox(&orders, retries.clone())?;
     let agent = Caller::new(["support", "teller"]).persona("agent");
@@ -74,9 +75,7 @@ async fn main() -> Result<(), BoxError> {
             Err(e) => println!("  transfer failed: {e}"),
         }
     }
-    let total: i64 = sqlx::query_scalar("SELECT sum(cents) FROM accounts")
-        .fetch_one(orders.pool())
-        .await?;
+    let total = orders.money().await?;
     println!(
         "{moved}/16 transfers committed after {} retries, in {} runs of the handler; money in the system: {total} (was {})",
         retries.load(Ordering::Relaxed),

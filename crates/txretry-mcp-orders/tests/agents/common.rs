@@ -1,10 +1,11 @@
 //! Shared setup: the server binary as a child (stdio or HTTP), a client that records the
-//! notifications it receives, a writer that holds the SQLite write lock, and the database's
+//! notifications it receives, the test's database (SQLite, Postgres or MariaDB), a writer
+//! that holds locks so that the server's transactions fail for real, and the database's
 //! state read back.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,10 +18,15 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::Value;
-use sqlx::Connection;
+use sqlx::mysql::MySqlConnection;
+use sqlx::postgres::PgConnection;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+use sqlx::{AssertSqlSafe, Connection};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::watch;
+use txretry_mcp_orders::orders::Orders;
+use txretry_mcp_orders::orders::dialect::Prefix;
+use txretry_testkit::wait::poll_until;
 
 pub const SERVER: &str = env!("CARGO_BIN_EXE_txretry-mcp-orders");
 
@@ -108,95 +114,331 @@ impl ClientHandler for Recorder {
     }
 }
 
-/// A temp directory for one test's database file.
+/// Which database a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+    MariaDb,
+}
+
+/// One test's database: an SQLite file in a temp directory, or tables of their own (a
+/// prefix derived from the test's name, dropped before the test) on a server.
 pub struct Db {
-    path: PathBuf,
-    _dir: tempfile::TempDir,
+    kind: Kind,
+    url: String,
+    prefix: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// A connection of the test's own, on any of the three databases.
+pub enum Conn {
+    Sqlite(SqliteConnection),
+    Postgres(PgConnection),
+    MariaDb(MySqlConnection),
+}
+
+/// `$body` with `$conn` bound to whichever connection `$self` holds.
+macro_rules! on_conn {
+    ($self:expr, $conn:ident => $body:expr) => {
+        match $self {
+            Conn::Sqlite($conn) => $body,
+            Conn::Postgres($conn) => $body,
+            Conn::MariaDb($conn) => $body,
+        }
+    };
+}
+
+impl Conn {
+    /// Statements without results (several at once).
+    pub async fn run(&mut self, sql: String) {
+        on_conn!(self, conn => sqlx::raw_sql(AssertSqlSafe(sql)).execute(conn).await.map(drop))
+            .unwrap();
+    }
+
+    pub async fn ints(&mut self, sql: String) -> Vec<i64> {
+        on_conn!(self, conn => sqlx::query_scalar(AssertSqlSafe(sql)).fetch_all(conn).await)
+            .unwrap()
+    }
+
+    pub async fn strings(&mut self, sql: String) -> Vec<String> {
+        on_conn!(self, conn => sqlx::query_scalar(AssertSqlSafe(sql)).fetch_all(conn).await)
+            .unwrap()
+    }
+
+    async fn statuses(&mut self, sql: String) -> Vec<(i64, String)> {
+        on_conn!(self, conn => sqlx::query_as(AssertSqlSafe(sql)).fetch_all(conn).await).unwrap()
+    }
+
+    async fn counts(&mut self, sql: String) -> Vec<(i64, i64)> {
+        on_conn!(self, conn => sqlx::query_as(AssertSqlSafe(sql)).fetch_all(conn).await).unwrap()
+    }
+
+    /// How many of the server's transactions wait to update `orders` (which
+    /// [`Db::hold`] holds, so that an update of it cannot finish).
+    async fn waiting_writers(&mut self, orders: &str) -> i64 {
+        let pattern = format!("UPDATE {orders} %");
+        match self {
+            Conn::Sqlite(_) => unreachable!("SQLite's writers do not wait here"),
+            Conn::Postgres(conn) => sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE wait_event_type = 'Lock' AND query LIKE $1",
+            )
+            .bind(pattern)
+            .fetch_one(conn)
+            .await
+            .unwrap(),
+            // The process list, not information_schema.innodb_trx: InnoDB refreshes that
+            // only after 100 ms without a read, which polling tests never leave it.
+            Conn::MariaDb(conn) => sqlx::query_scalar(
+                "SELECT count(*) FROM information_schema.processlist WHERE info LIKE ?",
+            )
+            .bind(pattern)
+            .fetch_one(conn)
+            .await
+            .unwrap(),
+        }
+    }
+}
+
+/// What a retry looks like on each database, as the client is told.
+pub struct Expected {
+    /// The transient kinds the retries may report.
+    pub kinds: &'static [&'static str],
+    /// How the code of each starts.
+    pub code: &'static str,
+    /// A word of the driver's error text, which must stay in the server.
+    pub driver_text: &'static str,
 }
 
 impl Db {
-    pub fn new() -> Db {
+    pub fn sqlite() -> Db {
         let dir = tempfile::tempdir().unwrap();
         Db {
-            path: dir.path().join("orders.db"),
-            _dir: dir,
+            kind: Kind::Sqlite,
+            url: format!("sqlite:{}", dir.path().join("orders.db").display()),
+            prefix: String::new(),
+            _dir: Some(dir),
         }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The Postgres server for `test`, its tables dropped; `None` (skipped) without one.
+    pub async fn postgres(test: &str) -> Option<Db> {
+        let url = txretry_testkit::postgres_url(test)?;
+        Some(Db::server(Kind::Postgres, url, test).await)
     }
 
-    pub fn url(&self) -> String {
-        format!("sqlite:{}", self.path.display())
+    /// The MariaDB server for `test`, its tables dropped; `None` (skipped) without one.
+    pub async fn mariadb(test: &str) -> Option<Db> {
+        let url = txretry_testkit::mysql_url(test)?;
+        Some(Db::server(Kind::MariaDb, url, test).await)
     }
 
-    pub async fn connect(&self) -> SqliteConnection {
-        SqliteConnection::connect_with(
-            &SqliteConnectOptions::new()
-                .filename(&self.path)
-                .busy_timeout(Duration::from_secs(30)),
-        )
-        .await
-        .unwrap()
+    async fn server(kind: Kind, url: String, test: &str) -> Db {
+        // Tests run at once, on one server: each has tables of its own, named after it
+        // (FNV-1a of its path), and those a previous run left are dropped.
+        let hash = test.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        let db = Db {
+            kind,
+            url,
+            prefix: format!("mcp_{hash:016x}_"),
+            _dir: None,
+        };
+        db.connect()
+            .await
+            .run(format!(
+                "DROP TABLE IF EXISTS {p}accounts, {p}orders, {p}ledger, {p}handler_runs",
+                p = db.prefix
+            ))
+            .await;
+        db
     }
 
-    /// Another writer that takes the write lock (`BEGIN IMMEDIATE`), so the server's
-    /// transactions fail with a real SQLITE_BUSY until it is released.
+    /// The server's arguments for this database.
+    pub fn args(&self) -> Vec<String> {
+        vec![
+            "--db".to_owned(),
+            self.url.clone(),
+            "--table-prefix".to_owned(),
+            self.prefix.clone(),
+        ]
+    }
+
+    /// The orders tables, opened in this process.
+    pub async fn open(&self) -> Orders {
+        let target = self.url.parse().unwrap();
+        Orders::open(&target, &Prefix::new(&self.prefix).unwrap())
+            .await
+            .unwrap()
+    }
+
+    /// A table's name with this test's prefix.
+    pub fn table(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    pub async fn connect(&self) -> Conn {
+        match self.kind {
+            Kind::Sqlite => Conn::Sqlite(
+                SqliteConnection::connect_with(
+                    &SqliteConnectOptions::from_str(&self.url)
+                        .unwrap()
+                        .busy_timeout(Duration::from_secs(30)),
+                )
+                .await
+                .unwrap(),
+            ),
+            Kind::Postgres => Conn::Postgres(PgConnection::connect(&self.url).await.unwrap()),
+            Kind::MariaDb => Conn::MariaDb(MySqlConnection::connect(&self.url).await.unwrap()),
+        }
+    }
+
+    pub fn expected_retries(&self) -> Expected {
+        match self.kind {
+            Kind::Sqlite => Expected {
+                kinds: &["busy"],
+                code: "SQLite code ",
+                driver_text: "locked",
+            },
+            // Serialization failures (40001) when the lock holder commits; a deadlock
+            // (40P01) between the server's own transactions is possible too.
+            Kind::Postgres => Expected {
+                kinds: &["serialization_failure", "deadlock"],
+                code: "SQLSTATE 40",
+                driver_text: "serialize",
+            },
+            Kind::MariaDb => Expected {
+                kinds: &["deadlock"],
+                code: "MySQL error 1213",
+                driver_text: "Deadlock found",
+            },
+        }
+    }
+
+    /// Holds the open orders 1, 2, 4 and 5 so that the server's transactions on them fail
+    /// for real once [`Holder::release_when_contended`] lets go:
+    ///
+    /// - SQLite: the write lock (`BEGIN IMMEDIATE`): SQLITE_BUSY while it is held;
+    /// - Postgres: the rows, updated in a transaction; the server's SERIALIZABLE
+    ///   transactions that wait for them fail with 40001 when it commits;
+    /// - MariaDB: a shared lock on the rows (which the server's SERIALIZABLE reads share),
+    ///   then, once a server transaction waits to write one, a write of its own: a
+    ///   deadlock (1213). InnoDB rolls back the transaction that changed fewer rows: the
+    ///   holder changes (and changes back) every account first, so that is the server's.
     pub async fn hold(&self) -> Holder {
         let mut conn = self.connect().await;
-        sqlx::raw_sql("BEGIN IMMEDIATE")
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        Holder(conn)
+        let p = &self.prefix;
+        conn.run(match self.kind {
+            Kind::Sqlite => "BEGIN IMMEDIATE".to_owned(),
+            Kind::Postgres => {
+                format!("BEGIN; UPDATE {p}orders SET status = status WHERE id IN (1, 2, 4, 5)")
+            }
+            Kind::MariaDb => format!(
+                "START TRANSACTION;
+                 UPDATE {p}accounts SET cents = cents + 1;
+                 UPDATE {p}accounts SET cents = cents - 1;
+                 SELECT id FROM {p}orders WHERE id IN (1, 2, 4, 5) LOCK IN SHARE MODE"
+            ),
+        })
+        .await;
+        let watch = match self.kind {
+            Kind::Sqlite => None,
+            Kind::Postgres | Kind::MariaDb => Some(self.connect().await),
+        };
+        Holder {
+            conn,
+            watch,
+            kind: self.kind,
+            orders: self.table("orders"),
+        }
     }
 
     pub async fn state(&self) -> State {
         let mut conn = self.connect().await;
-        let orders: Vec<(i64, String)> = sqlx::query_as("SELECT id, status FROM orders")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap();
-        let refunds: Vec<(i64, i64)> = sqlx::query_as(
-            "SELECT order_id, count(*) FROM ledger WHERE order_id IS NOT NULL AND account <> 0
-             GROUP BY order_id",
-        )
-        .fetch_all(&mut conn)
-        .await
-        .unwrap();
+        let p = &self.prefix;
+        let orders = conn
+            .statuses(format!("SELECT id, status FROM {p}orders"))
+            .await;
+        let refunds = conn
+            .counts(format!(
+                "SELECT order_id, count(*) FROM {p}ledger
+                 WHERE order_id IS NOT NULL AND account <> 0 GROUP BY order_id"
+            ))
+            .await;
+        // Summed here: SUM of a BIGINT is a NUMERIC on Postgres, a DECIMAL on MariaDB.
+        let ledger = conn.ints(format!("SELECT cents FROM {p}ledger")).await;
+        let money = conn.ints(format!("SELECT cents FROM {p}accounts")).await;
+        let mut runs = async |tool: &str| {
+            let runs = conn
+                .ints(format!(
+                    "SELECT runs FROM {p}handler_runs WHERE tool = '{tool}'"
+                ))
+                .await;
+            runs.first().copied().unwrap_or(0)
+        };
+        let cancel_runs = runs("cancel_order").await;
+        let transfer_runs = runs("transfer").await;
         State {
             status: orders.into_iter().collect(),
             refunds: refunds.into_iter().collect(),
-            ledger_sum: scalar(&mut conn, "SELECT coalesce(sum(cents), 0) FROM ledger").await,
-            ledger_rows: scalar(&mut conn, "SELECT count(*) FROM ledger").await,
-            money: scalar(&mut conn, "SELECT sum(cents) FROM accounts").await,
-            cancel_runs: scalar(
-                &mut conn,
-                "SELECT coalesce(max(runs), 0) FROM handler_runs WHERE tool = 'cancel_order'",
-            )
-            .await,
-            transfer_runs: scalar(
-                &mut conn,
-                "SELECT coalesce(max(runs), 0) FROM handler_runs WHERE tool = 'transfer'",
-            )
-            .await,
+            ledger_sum: ledger.iter().sum(),
+            ledger_rows: ledger.len() as i64,
+            money: money.iter().sum(),
+            cancel_runs,
+            transfer_runs,
         }
     }
 }
 
-async fn scalar(conn: &mut SqliteConnection, sql: &'static str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(conn).await.unwrap()
+/// The locks [`Db::hold`] took.
+pub struct Holder {
+    conn: Conn,
+    watch: Option<Conn>,
+    kind: Kind,
+    orders: String,
 }
 
-pub struct Holder(SqliteConnection);
-
 impl Holder {
+    /// Lets go without having caused anything more.
     pub async fn release(mut self) {
-        sqlx::raw_sql("ROLLBACK")
-            .execute(&mut self.0)
-            .await
-            .unwrap();
+        self.conn.run("ROLLBACK".to_owned()).await;
+    }
+
+    /// Waits until the server's transactions collide with the locks, then lets go so that
+    /// they fail for real (see [`Db::hold`]) and are retried: on SQLite, until the client
+    /// hears of a retry (a log message or progress); on the servers, until one of the
+    /// server's transactions waits for a lock on the orders.
+    pub async fn release_when_contended(mut self, recorder: &Recorder) {
+        match self.kind {
+            Kind::Sqlite => {
+                recorder
+                    .wait_until("a retry notification", |r| {
+                        !r.logs().is_empty() || !r.progress().is_empty()
+                    })
+                    .await;
+                self.conn.run("ROLLBACK".to_owned()).await;
+            }
+            Kind::Postgres | Kind::MariaDb => {
+                let watch = self.watch.as_mut().unwrap();
+                let orders = &self.orders;
+                poll_until("a server transaction waits for the held rows", async || {
+                    watch.waiting_writers(orders).await > 0
+                })
+                .await;
+                if self.kind == Kind::MariaDb {
+                    // The write that closes the cycle; it returns once InnoDB rolled the
+                    // server's transaction back.
+                    self.conn
+                        .run(format!(
+                            "UPDATE {orders} SET status = status WHERE id IN (1, 2, 4, 5)"
+                        ))
+                        .await;
+                }
+                self.conn.run("COMMIT".to_owned()).await;
+            }
+        }
     }
 }
 
@@ -216,7 +458,7 @@ pub struct State {
 /// The server binary over stdio, with these extra arguments, on `db`.
 pub async fn stdio(db: &Db, args: &[&str], recorder: Recorder) -> Client {
     let mut command = tokio::process::Command::new(SERVER);
-    command.arg("--db").arg(db.url()).args(args);
+    command.args(db.args()).args(args);
     // Keep the caller's identity from leaking in from the environment.
     for var in ["TXRETRY_ROLES", "TXRETRY_PERSONA", "TXRETRY_AGENT"] {
         command.env_remove(var);
@@ -242,8 +484,7 @@ impl HttpServer {
         let mut child = tokio::process::Command::new(SERVER)
             .arg("--http")
             .arg("127.0.0.1:0")
-            .arg("--db")
-            .arg(db.url())
+            .args(db.args())
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -373,6 +614,21 @@ pub async fn cancel_concurrently(client: &Client, orders: &[i64], calls: usize) 
     cancels
 }
 
+/// The retries the client was told of: at least one (the contention was real), each of a
+/// kind this database reports, each for `tool`.
+pub async fn assert_retried(db: &Db, recorder: &Recorder, tool: &str) {
+    recorder
+        .wait_until("a retry notification", |r| !r.logs().is_empty())
+        .await;
+    let expected = db.expected_retries();
+    let logs = recorder.logs();
+    for log in &logs {
+        assert_eq!(log.data["tool"], tool, "{logs:?}");
+        let kind = log.data["kind"].as_str().unwrap_or_default();
+        assert!(expected.kinds.contains(&kind), "{kind}: {logs:?}");
+    }
+}
+
 /// What every `cancel_concurrently` over orders 1, 2, 4, 5 must leave behind.
 pub async fn assert_each_cancelled_once(db: &Db, cancels: &Cancels, calls: usize) {
     let orders = [1, 2, 4, 5];
@@ -403,6 +659,6 @@ pub async fn assert_each_cancelled_once(db: &Db, cancels: &Cancels, calls: usize
     );
     assert_eq!(
         state.cancel_runs, calls as i64,
-        "each call ran its handler once; the busy transactions were retried in place: {state:?}"
+        "each call ran its handler once; the failed transactions were retried in place: {state:?}"
     );
 }

@@ -22,8 +22,8 @@ async fn tool_set(orders: &Orders, max_attempts: u32) -> ToolSet {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_set_calls_offered_tools_and_maps_their_errors_as_not_retryable() {
-    let db = Db::new();
-    let orders = Orders::open(db.path()).await.unwrap();
+    let db = Db::sqlite();
+    let orders = db.open().await;
     let tools = tool_set(&orders, 10).await;
     let names: Vec<String> = tools
         .tool_definitions()
@@ -115,9 +115,12 @@ async fn a_tool_set_calls_offered_tools_and_maps_their_errors_as_not_retryable()
 /// rig gets a not-retryable error saying so (txretry already retried), nothing committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_that_ran_out_are_not_retryable_for_the_model() {
-    let db = Db::new();
-    let orders = Orders::open(db.path()).await.unwrap();
-    let pool = orders.pool().clone();
+    let db = Db::sqlite();
+    let orders = db.open().await;
+    let Orders::Sqlite(store) = &orders else {
+        unreachable!("an SQLite database")
+    };
+    let pool = store.pool().clone();
     let close = Tool::new(
         "close_shop",
         "Closes every open order.",

@@ -9,7 +9,7 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::{ServiceExt, model::LoggingLevel};
 use serde_json::json;
 use tokio::sync::Notify;
-use txretry_mcp_orders::orders::{Orders, policy};
+use txretry_mcp_orders::orders::policy;
 use txretry_tool::mcp::{RetryRelay, ToolboxServer};
 use txretry_tool::{BoxError, Caller, Tool, ToolContext, Toolbox};
 
@@ -104,8 +104,8 @@ async fn cancelling_a_call_in_flight_drops_the_invocation() {
 /// `tools/list` shows the new tools.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replacing_the_toolbox_notifies_list_changed() {
-    let db = Db::new();
-    let orders = Orders::open(db.path()).await.unwrap();
+    let db = Db::sqlite();
+    let orders = db.open().await;
     let first = Toolbox::builder()
         .tool(Tool::new(
             "ping",
@@ -136,8 +136,8 @@ async fn replacing_the_toolbox_notifies_list_changed() {
 /// `logging/setLevel error` silences the warnings; the progress notifications still come.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_asks_for_errors_only_gets_no_retry_warnings() {
-    let db = Db::new();
-    let orders = Orders::open(db.path()).await.unwrap();
+    let db = Db::sqlite();
+    let orders = db.open().await;
     let relay = RetryRelay::new();
     let toolbox = orders
         .toolbox(
@@ -160,13 +160,7 @@ async fn a_client_that_asks_for_errors_only_gets_no_retry_warnings() {
     let holder = db.hold().await;
 
     let cancel = call(&client, "cancel_order", json!({"order_id": 1}));
-    let release = async {
-        recorder
-            .wait_until("a progress notification", |r| !r.progress().is_empty())
-            .await;
-        holder.release().await;
-    };
-    let (result, ()) = tokio::join!(cancel, release);
+    let (result, ()) = tokio::join!(cancel, holder.release_when_contended(&recorder));
     assert_eq!(result.unwrap().is_error, Some(false));
     assert!(recorder.logs().is_empty(), "{:?}", recorder.logs());
     client.cancel().await.unwrap();
