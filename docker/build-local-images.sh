@@ -9,7 +9,8 @@
 #
 # Images (override the prefix with TXRETRY_IMAGE_PREFIX, default txretry):
 #   txretry/debian:bookworm-local, txretry/postgres:15-local, txretry/mariadb:10.11-local,
-#   txretry/pgbouncer:1-local
+#   txretry/pgbouncer:1-local, txretry/galera:10.11-local (MariaDB + galera-4, on the MariaDB
+#   image; TXRETRY_SKIP_GALERA=1 skips it)
 #
 # When this script starts dockerd (vfs storage driver, log in $TXRETRY_DOCKER_STATE/dockerd.log),
 # it leaves it running and writes its pid to $TXRETRY_DOCKER_STATE/dockerd.pid, so a caller
@@ -105,14 +106,14 @@ NODOC
 fi
 
 # 4. The servers, each a Dockerfile under docker/local/ on the base.
-build() { # image, directory
+build() { # image, directory, [build argument NAME=VALUE, default BASE=the base image]
   if have "$1"; then
     log "$1: present"
     return
   fi
   local t0=$SECONDS
   log "$1: building from docker/local/$2"
-  DOCKER_BUILDKIT=0 "$docker_cli" build -q --build-arg "BASE=$base" -t "$1" "$here/local/$2" >"$state/build-$2.log" 2>&1 \
+  DOCKER_BUILDKIT=0 "$docker_cli" build -q --build-arg "${3:-BASE=$base}" -t "$1" "$here/local/$2" >"$state/build-$2.log" 2>&1 \
     || { tail -n 40 "$state/build-$2.log" >&2; exit 1; }
   log "$1: built in $((SECONDS - t0)) s"
 }
@@ -120,5 +121,8 @@ build "$prefix/postgres:15-local" postgres
 build "$prefix/mariadb:10.11-local" mariadb
 if [ -z "${TXRETRY_SKIP_PGBOUNCER:-}" ]; then
   build "$prefix/pgbouncer:1-local" pgbouncer
+fi
+if [ -z "${TXRETRY_SKIP_GALERA:-}" ]; then
+  build "$prefix/galera:10.11-local" galera "MARIADB=$prefix/mariadb:10.11-local"
 fi
 log "done"

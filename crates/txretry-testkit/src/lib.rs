@@ -13,17 +13,30 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+#[cfg(feature = "mysql")]
+mod galera;
 pub mod intervals;
 pub mod outcome;
 mod proxy;
 pub mod record;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod restart;
 pub mod wait;
 
+#[cfg(feature = "mysql")]
+pub use galera::galera_cluster;
 pub use proxy::CommitFaultProxy;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use restart::RestartableServer;
 
 /// Whether a missing server must fail the test instead of skipping it.
 pub fn require_db() -> bool {
-    std::env::var("TXRETRY_REQUIRE_DB").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+    flag("TXRETRY_REQUIRE_DB")
+}
+
+/// Whether `var` is `1` or `true`.
+fn flag(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
 /// A URL for a PostgreSQL server, or `None` (after printing why) when the test should skip.
@@ -32,7 +45,13 @@ pub fn require_db() -> bool {
 #[cfg(feature = "postgres")]
 pub fn postgres_url(test: &str) -> Option<String> {
     static STARTED: OnceLock<Result<String, String>> = OnceLock::new();
-    server_url(test, "TXRETRY_POSTGRES_URL", &STARTED, containers::postgres)
+    server_url(
+        test,
+        "TXRETRY_POSTGRES_URL",
+        "TXRETRY_REQUIRE_DB",
+        &STARTED,
+        containers::postgres,
+    )
 }
 
 /// A URL for a MySQL-protocol server (MariaDB in the container), or `None` (after printing
@@ -42,7 +61,13 @@ pub fn postgres_url(test: &str) -> Option<String> {
 #[cfg(feature = "mysql")]
 pub fn mysql_url(test: &str) -> Option<String> {
     static STARTED: OnceLock<Result<String, String>> = OnceLock::new();
-    server_url(test, "TXRETRY_MYSQL_URL", &STARTED, containers::mariadb)
+    server_url(
+        test,
+        "TXRETRY_MYSQL_URL",
+        "TXRETRY_REQUIRE_DB",
+        &STARTED,
+        containers::mariadb,
+    )
 }
 
 /// A URL for PgBouncer in transaction-pooling mode in front of a PostgreSQL server, or
@@ -85,6 +110,7 @@ pub fn pgbouncer_url(test: &str) -> Option<String> {
 fn server_url(
     test: &str,
     var: &str,
+    require_var: &str,
     started: &OnceLock<Result<String, String>>,
     start: fn() -> Result<String, String>,
 ) -> Option<String> {
@@ -107,8 +133,8 @@ fn server_url(
         Ok(url) => return Some(url.clone()),
         Err(why) => why,
     };
-    if require_db() {
-        panic!("{test}: no database server: {why} (TXRETRY_REQUIRE_DB=1 makes this a failure)");
+    if flag(require_var) {
+        panic!("{test}: no database server: {why} ({require_var}=1 makes this a failure)");
     }
     eprintln!("SKIPPED {test}: {why}; set {var} or start Docker to run it");
     None
@@ -148,7 +174,7 @@ mod containers {
 
     use testcontainers_modules::testcontainers::core::ContainerPort;
     use testcontainers_modules::testcontainers::runners::SyncRunner;
-    use testcontainers_modules::testcontainers::{ContainerRequest, Image, ImageExt};
+    use testcontainers_modules::testcontainers::{Container, ContainerRequest, Image, ImageExt};
 
     /// The label on every container the testkit starts.
     pub(crate) const LABEL: &str = "org.txretry.testkit";
@@ -157,7 +183,7 @@ mod containers {
     static REAPERS: Mutex<Vec<ChildStdin>> = Mutex::new(Vec::new());
 
     /// `name:tag` from `var`, else `default`.
-    fn image(var: &str, default: (&str, &str)) -> (String, String) {
+    pub(crate) fn image(var: &str, default: (&str, &str)) -> (String, String) {
         split(&std::env::var(var).unwrap_or_default(), default)
     }
 
@@ -185,11 +211,7 @@ mod containers {
         port: Option<u16>,
         what: &str,
     ) -> Result<u16, String> {
-        let node = request
-            .with_label(LABEL, std::process::id().to_string())
-            .start()
-            .map_err(|e| format!("could not start a {what} container: {e}"))?;
-        remove_at_exit(node.id(), what);
+        let node = run(request, what)?;
         let host_port = match port {
             Some(port) => node
                 .get_host_port_ipv4(ContainerPort::Tcp(port))
@@ -201,14 +223,35 @@ mod containers {
         Ok(host_port)
     }
 
-    fn remove_at_exit(id: &str, what: &str) {
+    /// Starts `request` with the testkit's label and arranges its removal at exit. The
+    /// caller forgets the handle once it is done with it.
+    pub(crate) fn run<I: Image>(
+        request: ContainerRequest<I>,
+        what: &str,
+    ) -> Result<Container<I>, String> {
+        let node = request
+            .with_label(LABEL, std::process::id().to_string())
+            .start()
+            .map_err(|e| format!("could not start a {what} container: {e}"))?;
+        let id = node.id();
+        at_exit(
+            "exec docker rm -f -v \"$1\"",
+            &[id],
+            &format!("{what} container {id}"),
+            &format!("docker rm -f {id}"),
+        );
+        Ok(node)
+    }
+
+    /// Runs the shell `script` (with `args` as `$1`…) once this process has exited: the
+    /// reaper described above. `what` names what it removes, `by_hand` how to remove it
+    /// when no reaper can be started.
+    pub(crate) fn at_exit(script: &str, args: &[&str], what: &str, by_hand: &str) {
         let spawned = Command::new("sh")
-            .args([
-                "-c",
-                "cat >/dev/null; exec docker rm -f -v \"$1\" >/dev/null 2>&1",
-                "txretry-testkit-reaper",
-                id,
-            ])
+            .arg("-c")
+            .arg(format!("cat >/dev/null; {{ {script}; }} >/dev/null 2>&1"))
+            .arg("txretry-testkit-reaper")
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -225,33 +268,44 @@ mod containers {
                 }
             }
             Err(e) if e.kind() == ErrorKind::NotFound => eprintln!(
-                "txretry-testkit: no `sh` to remove the {what} container {id} at exit; remove it with `docker rm -f {id}`"
+                "txretry-testkit: no `sh` to remove the {what} at exit; remove it with `{by_hand}`"
             ),
             Err(e) => eprintln!(
-                "txretry-testkit: the {what} container {id} will be left ({e}); remove it with `docker rm -f {id}`"
+                "txretry-testkit: the {what} will be left ({e}); remove it with `{by_hand}`"
             ),
         }
     }
 
+    /// A Postgres server (trust authentication, database `test`) of the configured image.
     #[cfg(feature = "postgres")]
-    pub(crate) fn postgres() -> Result<String, String> {
+    pub(crate) fn postgres_request() -> ContainerRequest<testcontainers_modules::postgres::Postgres>
+    {
         let (name, tag) = image("TXRETRY_POSTGRES_IMAGE", ("postgres", "16"));
-        let request = testcontainers_modules::postgres::Postgres::default()
+        testcontainers_modules::postgres::Postgres::default()
             .with_host_auth()
             .with_db_name("test")
             .with_name(name)
-            .with_tag(tag);
-        let port = start(request, Some(5432), "postgres")?;
+            .with_tag(tag)
+    }
+
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres() -> Result<String, String> {
+        let port = start(postgres_request(), Some(5432), "postgres")?;
         Ok(format!("postgres://postgres@127.0.0.1:{port}/test"))
+    }
+
+    /// A MariaDB server (root without a password, database `test`) of the configured image.
+    #[cfg(feature = "mysql")]
+    pub(crate) fn mariadb_request() -> ContainerRequest<testcontainers_modules::mariadb::Mariadb> {
+        let (name, tag) = image("TXRETRY_MARIADB_IMAGE", ("mariadb", "10.11"));
+        testcontainers_modules::mariadb::Mariadb::default()
+            .with_name(name)
+            .with_tag(tag)
     }
 
     #[cfg(feature = "mysql")]
     pub(crate) fn mariadb() -> Result<String, String> {
-        let (name, tag) = image("TXRETRY_MARIADB_IMAGE", ("mariadb", "10.11"));
-        let request = testcontainers_modules::mariadb::Mariadb::default()
-            .with_name(name)
-            .with_tag(tag);
-        let port = start(request, Some(3306), "mariadb")?;
+        let port = start(mariadb_request(), Some(3306), "mariadb")?;
         Ok(format!("mysql://root@127.0.0.1:{port}/test"))
     }
 
