@@ -119,6 +119,32 @@ pub async fn sqlite_url(url: &str, workers: usize) -> Result<Pool<Sqlite>, sqlx:
     sqlite(SqliteConnectOptions::from_str(url)?, workers).await
 }
 
+/// Why an SQLite database at `url` could not be opened, naming the path: the driver only
+/// says "unable to open database file".
+pub fn sqlite_open_failure(url: &str, e: &sqlx::Error) -> String {
+    let Ok(options) = SqliteConnectOptions::from_str(url) else {
+        return crate::error::describe(e);
+    };
+    let path = options.get_filename();
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let why = if path.is_dir() {
+        "it is a directory".to_owned()
+    } else if !dir.is_dir() {
+        format!("the directory {} does not exist", dir.display())
+    } else if std::fs::metadata(dir).is_ok_and(|m| m.permissions().readonly()) {
+        format!("the directory {} is read-only", dir.display())
+    } else {
+        crate::error::describe(e)
+    };
+    format!(
+        "could not open the SQLite database {}: {why}",
+        path.display()
+    )
+}
+
 async fn sqlite(
     options: SqliteConnectOptions,
     workers: usize,

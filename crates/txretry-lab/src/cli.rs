@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::duration::parse_duration;
 
@@ -22,7 +22,9 @@ Exit codes:
        row missing or doubled, a counter off)
     2  nothing was measured: a bad flag or value, or the database could not be
        reached or set up
-  130  Ctrl-C cut the runs short (what ran is still reported and checked)
+  130  Ctrl-C cut the runs short (what ran is still reported and checked; signals a
+       few milliseconds apart count as one, and a second, separate Ctrl-C quits
+       without a report, after dropping the lab's tables and temp files)
 
 With --processes N (N > 1), N child processes run each policy at once on one set of
 tables; a child that cannot start or fails makes the whole run exit 2. Ctrl-C stops
@@ -34,7 +36,7 @@ Passwords in --db URLs are never printed: user:pass@ shows as user:***@.";
 /// Runs contention workloads against a database through txretry's sqlx runner and reports
 /// what each retry policy achieved.
 #[derive(Debug, Parser)]
-#[command(name = "txretry-lab", version, about, after_help = AFTER_HELP)]
+#[command(name = "txretry-lab", version, about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true)]
 pub struct Cli {
     /// `sqlite` (a fresh file in a temp dir), `sqlite://PATH`, `postgres://…` or `mysql://…`.
     #[arg(long, default_value = "sqlite", value_name = "DB")]
@@ -52,8 +54,8 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value = "4", value_parser = parse_workers, allow_negative_numbers = true)]
     pub workers: usize,
 
-    /// How long each policy runs, e.g. `500ms`, `5s`, `2m`.
-    #[arg(long, value_name = "TIME", default_value = "5s", value_parser = parse_duration)]
+    /// How long each policy runs, e.g. `500ms`, `5s` (or `5`), `2m`.
+    #[arg(long, value_name = "TIME", default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,
 
     /// Isolation level (Postgres, MySQL); SQLite is always serializable and ignores it
@@ -61,12 +63,13 @@ pub struct Cli {
     #[arg(long, value_enum)]
     pub isolation: Option<IsolationArg>,
 
-    /// How SQLite transactions begin (ignored by other databases).
-    #[arg(long, value_enum, default_value_t = SqliteBeginArg::Immediate)]
+    /// How SQLite transactions begin (ignored by other databases). The lab starts them
+    /// DEFERRED so that writers collide and retries show; txretry's own default is IMMEDIATE.
+    #[arg(long, value_enum, default_value_t = SqliteBeginArg::Deferred)]
     pub sqlite_begin: SqliteBeginArg,
 
     /// A retry preset, or `all` to run every preset one after the other and compare them.
-    #[arg(long, value_enum, default_value_t = PolicyArg::Default)]
+    #[arg(long, value_enum, default_value_t = PolicyArg::All)]
     pub policy: PolicyArg,
 
     /// Print one JSON array (an object per run) on stdout and nothing else there.
@@ -88,6 +91,18 @@ pub struct Cli {
     /// Internal: this child's number (0-based) among the processes of the run.
     #[arg(long, hide = true, value_name = "I", default_value = "0")]
     pub child_index: u32,
+
+    /// A subcommand instead of one comparison (the flags above do not apply to it).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the policies at several worker counts, several times each (plus pgbench on
+    /// Postgres); print the median and range of each, and draw them with --plot.
+    Sweep(crate::sweep::SweepArgs),
 }
 
 /// The transaction every worker runs.
@@ -204,7 +219,8 @@ pub enum PolicyArg {
     All,
 }
 
-fn parse_workers(text: &str) -> Result<usize, String> {
+/// A worker count from 1 to [`MAX_WORKERS`] (`--workers`, and each of `sweep --workers`).
+pub fn parse_workers(text: &str) -> Result<usize, String> {
     let message = || format!("must be a whole number from 1 to {MAX_WORKERS}");
     let n: i64 = text.trim().parse().map_err(|_| message())?;
     match usize::try_from(n) {
@@ -236,7 +252,8 @@ pub fn parse_table_prefix(text: &str) -> Result<String, String> {
     }
 }
 
-fn parse_rows(text: &str) -> Result<u32, String> {
+/// A row count from 1 to [`MAX_ROWS`] (`--rows`).
+pub fn parse_rows(text: &str) -> Result<u32, String> {
     let message = || format!("must be a whole number from 1 to {MAX_ROWS}");
     let n: i64 = text.trim().parse().map_err(|_| message())?;
     match u32::try_from(n) {
@@ -265,8 +282,10 @@ mod tests {
         let cli = parse(&[]).expect("parses");
         assert_eq!(cli.db, "sqlite");
         assert_eq!(cli.workload, Workload::Transfer);
-        assert_eq!(cli.policy, PolicyArg::Default);
-        assert_eq!(cli.duration, Duration::from_secs(5));
+        // Every preset side by side, on SQLite writers that collide, in a few seconds.
+        assert_eq!(cli.policy, PolicyArg::All);
+        assert_eq!(cli.sqlite_begin, SqliteBeginArg::Deferred);
+        assert_eq!(cli.duration, Duration::from_secs(1));
         assert!(cli.workers > 1);
         assert!(!cli.json);
         assert_eq!(cli.processes, 1);
@@ -283,6 +302,7 @@ mod tests {
             &["--rows", "0"],
             &["--duration", "5x"],
             &["--duration", "0s"],
+            &["--duration", "-1s"],
             &["--policy", "bogus"],
             &["--isolation", "chaos"],
             &["--workload", "nope"],

@@ -1,13 +1,20 @@
-//! `--duration` values: a number and a unit, such as `500ms`, `5s`, `1.5s`, `2m` or `1h`.
+//! `--duration` values: a number and a unit, such as `500ms`, `5s`, `1.5s`, `2m` or `1h`;
+//! a bare number is seconds (`5` is `5s`), as `timeout` and `sleep` take it.
 
 use std::time::Duration;
 
 /// The longest run one preset may take.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// Parses a positive duration with a unit (`ms`, `s`, `m`, `h`), at most 24 hours.
+/// Parses a positive duration with a unit (`ms`, `s`, `m`, `h`; none: seconds), at most
+/// 24 hours.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
+    if text.starts_with('-') {
+        return Err(format!(
+            "must be positive, e.g. 500ms, 5s, 2m; got {text:?}"
+        ));
+    }
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(text.len());
@@ -20,7 +27,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let value: f64 = number.parse().map_err(|_| usage())?;
     let seconds_per_unit = match unit.trim() {
         "ms" => 0.001,
-        "s" => 1.0,
+        "s" | "" => 1.0,
         "m" => 60.0,
         "h" => 3600.0,
         _ => return Err(usage()),
@@ -65,13 +72,15 @@ mod tests {
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration(" 3s "), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
     }
 
     #[test]
     fn refusals() {
         for bad in [
-            "", "5", "5x", "s", "-3s", "0s", "0.0001ms", ".5s", "5.s", "1..2s", "25h", "5 s s",
-            "1e9h", "NaNs",
+            "", "5x", "-1", "-1s", "5 x", "s", "-3s", "0s", "0.0001ms", ".5s", "5.s", "1..2s",
+            "25h", "5 s s", "1e9h", "NaNs",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} must be refused");
         }

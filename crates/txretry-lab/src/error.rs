@@ -25,7 +25,7 @@ pub enum TxError {
 impl fmt::Display for TxError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TxError::Db(e) => write!(f, "database error: {e}"),
+            TxError::Db(e) => write!(f, "database error: {}", describe(e)),
             TxError::InsufficientFunds {
                 account,
                 balance,
@@ -37,6 +37,19 @@ impl fmt::Display for TxError {
                 )
             }
         }
+    }
+}
+
+/// A driver error as the lab prints it: a database's own message and code, without what
+/// sqlx's Postgres `Display` appends (`at line 948`: a line of the server's C source, noise
+/// to whoever reads the lab's output).
+pub fn describe(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => match db.code() {
+            Some(code) => format!("{} (code {code})", db.message()),
+            None => db.message().to_owned(),
+        },
+        other => other.to_string(),
     }
 }
 

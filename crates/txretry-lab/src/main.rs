@@ -1,14 +1,15 @@
 //! `txretry-lab`: the first thing to run, and txretry's measuring instrument.
 //!
 //! With no arguments it runs a bank-transfer workload on an embedded SQLite file (in a temp
-//! dir, WAL, 5 s busy timeout) with 4 workers for 5 seconds through
-//! `txretry::sqlx::transaction_with`, then prints commits, business failures, failures,
-//! retries by kind, attempts per commit, commits per second, p50/p95/p99 latency of
-//! committed transactions, and an invariant check (OK or FAILED).
+//! dir, WAL, transactions begun DEFERRED so that writers collide) with 4 workers, through
+//! `txretry::sqlx::transaction_with`, once per retry preset for 1 second each, and prints
+//! them side by side: commits, business failures, failures (with the first error of each
+//! kind), retries by kind, attempts per commit, commits per second, p50/p95/p99 latency of
+//! committed transactions, an invariant check (OK or FAILED), and hints.
 //!
 //! ```text
 //! cargo run --release -p txretry-lab
-//! cargo run --release -p txretry-lab -- --policy all
+//! cargo run --release -p txretry-lab -- --policy exp-jitter --duration 5s
 //! cargo run --release -p txretry-lab -- --db postgres://postgres@127.0.0.1:5432/test \
 //!     --workload hot-rows --rows 4 --isolation repeatable-read --workers 32 --policy all
 //! cargo run --release -p txretry-lab -- --db mysql://root@127.0.0.1:3306/test --json
@@ -21,13 +22,15 @@
 //!
 //! Exit codes: 0 all invariants held; 1 an invariant FAILED; 2 nothing was measured (bad
 //! flag or value, database unreachable, tables could not be created); 130 Ctrl-C cut the
-//! runs short (what ran is still reported and checked). Passwords in `--db` never appear
+//! runs short (what ran is still reported and checked; a second, separate Ctrl-C quits
+//! without a report, after cleaning up: see `signals.rs`). Passwords in `--db` never appear
 //! in any output.
 
 mod backend;
 mod cli;
 mod duration;
 mod error;
+mod hints;
 mod json;
 mod lab;
 mod multi;
@@ -36,7 +39,10 @@ mod progress;
 mod redact;
 mod report;
 mod run;
+mod server;
+mod signals;
 mod stats;
+mod sweep;
 mod target;
 mod workload;
 
@@ -64,6 +70,9 @@ fn main() -> ExitCode {
     if let Some(prefix) = &cli.child_tables {
         return child_main(&cli, prefix);
     }
+    if let Some(cli::Command::Sweep(args)) = &cli.command {
+        return sweep::main(args);
+    }
     let target = match Target::parse(&cli.db) {
         Ok(target) => target,
         // The message never contains the value: it may hold a password.
@@ -83,15 +92,8 @@ fn main() -> ExitCode {
         );
         return clap_exit(&Cli::command().error(ErrorKind::ValueValidation, message));
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: could not start the async runtime: {e}");
-            return ExitCode::from(EXIT_NOT_RUN);
-        }
+    let Some(runtime) = runtime() else {
+        return ExitCode::from(EXIT_NOT_RUN);
     };
     match runtime.block_on(lab::main(&cli, &target)) {
         Ok(reports) if reports.iter().any(|r| !r.invariant_ok) => {
@@ -118,15 +120,8 @@ fn child_main(cli: &Cli, prefix: &str) -> ExitCode {
         eprintln!("error: --child-tables is internal to --processes (no database was handed over)");
         return ExitCode::from(EXIT_NOT_RUN);
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: could not start the async runtime: {e}");
-            return ExitCode::from(EXIT_NOT_RUN);
-        }
+    let Some(runtime) = runtime() else {
+        return ExitCode::from(EXIT_NOT_RUN);
     };
     match runtime.block_on(lab::child(cli, &target, prefix)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -135,6 +130,15 @@ fn child_main(cli: &Cli, prefix: &str) -> ExitCode {
             ExitCode::from(EXIT_NOT_RUN)
         }
     }
+}
+
+/// The multi-threaded tokio runtime every mode runs on, or `None` (after saying why).
+pub(crate) fn runtime() -> Option<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| eprintln!("error: could not start the async runtime: {e}"))
+        .ok()
 }
 
 /// Prints a clap error (or help / version) and returns its exit code (2 for usage errors),

@@ -17,9 +17,10 @@
 //! every commit of every child, and drops the tables.
 //!
 //! Children run in a process group of their own (Unix), so a Ctrl-C typed at the terminal
-//! reaches only the parent, which relays it: the first writes `stop` to every child (they
-//! finish the transactions in flight and report; the run is reported and checked as
-//! interrupted), the second kills them; the tables are dropped either way. A child that
+//! reaches only the parent, which relays it (see `signals.rs`): the first writes `stop` to
+//! every child (they finish the transactions in flight and report; the run is reported
+//! and checked as interrupted), a second, separate one kills them and nothing is
+//! reported; the tables are dropped either way. A child that
 //! cannot start, exits non-zero or sends no report fails the whole run (exit code 2),
 //! with what it printed on stderr.
 
@@ -40,6 +41,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::backend::LabDb;
 use crate::cli::Cli;
 use crate::duration::format_duration;
+use crate::error;
 use crate::lab::Fatal;
 use crate::presets::Preset;
 use crate::progress::Progress;
@@ -83,6 +85,9 @@ pub struct ChildReport {
     pub business_failed: u64,
     /// Transactions whose database error surfaced, by verdict.
     pub failed_by_kind: BTreeMap<String, u64>,
+    /// The first error message of each failed kind (scrubbed by the parent).
+    #[serde(default)]
+    pub first_errors: BTreeMap<String, String>,
     /// Every attempt.
     pub attempts: u64,
     /// Retries by kind.
@@ -108,6 +113,7 @@ impl ChildReport {
             committed: t.committed,
             business_failed: t.business_failed,
             failed_by_kind: t.failed_by_kind,
+            first_errors: t.first_errors,
             attempts: t.attempts,
             retries_by_kind: measured.retries.by_kind(),
             started_unix_us: micros(
@@ -166,6 +172,7 @@ pub fn aggregate(reports: Vec<ChildReport>) -> Result<Aggregate, String> {
             committed: r.committed,
             business_failed: r.business_failed,
             failed_by_kind: r.failed_by_kind,
+            first_errors: r.first_errors,
             attempts: r.attempts,
             latencies_us: r.latencies_us,
             committed_keys: r.committed_keys,
@@ -290,7 +297,8 @@ pub struct Fleet<'a> {
 }
 
 /// Runs `spec` in `fleet.processes` children on one set of tables, created and checked
-/// and dropped here on `pool`. `Ok(None)`: Ctrl-C came before the children started.
+/// and dropped here on `pool`. `Ok(None)`: Ctrl-C came before the children started, or a
+/// second one killed them (the tables are dropped either way).
 pub async fn run_processes<DB>(
     pool: &Pool<DB>,
     target: &Target,
@@ -309,8 +317,9 @@ where
     if let Err(e) = schema.create(pool).await {
         let _ = schema.drop_tables(pool).await;
         return Err(Fatal(target.scrub(&format!(
-            "could not set up the {} tables: {e}",
-            spec.workload.as_str()
+            "could not set up the {} tables: {}",
+            spec.workload.as_str(),
+            error::describe(&e)
         ))));
     }
     let outcome = supervise(fleet, spec, schema.prefix(), interrupts).await;
@@ -321,7 +330,7 @@ where
                     Ok(invariant) => invariant,
                     Err(e) => Invariant {
                         ok: false,
-                        detail: format!("could not check the tables: {e}"),
+                        detail: format!("could not check the tables: {}", error::describe(&e)),
                     },
                 };
                 Ok(Some(RunResult {
@@ -341,9 +350,18 @@ where
         Ok(None) => Ok(None),
         Err(Stopped::Failed(why)) => Err(Fatal(target.scrub(&why))),
         Err(Stopped::Killed) => {
-            let _ = tokio::time::timeout(Duration::from_secs(10), schema.drop_tables(pool)).await;
-            eprintln!("interrupted again: the child processes were killed and the tables dropped");
-            std::process::exit(130);
+            // The caller reports nothing and exits 130 (its temp dir goes on the way out).
+            match tokio::time::timeout(Duration::from_secs(10), schema.drop_tables(pool)).await {
+                Ok(Ok(())) => eprintln!(
+                    "the child processes were killed and this run's tables ({}_*) dropped",
+                    schema.prefix()
+                ),
+                _ => eprintln!(
+                    "the child processes were killed; could not drop this run's tables ({}_*) in time",
+                    schema.prefix()
+                ),
+            }
+            return Ok(None);
         }
     };
     // Best effort, as in a single-process run.
@@ -459,13 +477,15 @@ async fn supervise(
         ))
     })?;
     let sqlite = fleet.db_url.to_ascii_lowercase().starts_with("sqlite");
+    let servers = crate::target::servers(fleet.db_url);
     let mut procs = Vec::with_capacity(total);
     let mut stdins: Vec<ChildStdin> = Vec::with_capacity(total);
     for index in 0..total {
         let mut command = Command::new(&exe);
         command
             .args(child_args(fleet.cli, spec, prefix, index, sqlite))
-            .env(CHILD_DB_ENV, fleet.db_url)
+            // One server of several (a cluster's nodes) per process, round robin.
+            .env(CHILD_DB_ENV, servers[index % servers.len()])
             .env("NO_COLOR", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -625,6 +645,11 @@ mod tests {
             committed,
             business_failed: 1,
             failed_by_kind: [("serialization_failure".to_owned(), 2)].into(),
+            first_errors: [(
+                "serialization_failure".to_owned(),
+                format!("could not serialize ({committed})"),
+            )]
+            .into(),
             attempts: committed + 3,
             retries_by_kind: retries.by_kind(),
             started_unix_us: start,
@@ -654,6 +679,11 @@ mod tests {
         assert_eq!(t.attempts, 11);
         assert_eq!(t.failed_by_kind["serialization_failure"], 4);
         assert_eq!(t.failed_by_kind["permanent"], 1);
+        // The first child's message of a kind both had.
+        assert_eq!(
+            t.first_errors["serialization_failure"],
+            "could not serialize (3)"
+        );
         assert_eq!(t.failed(), 5);
         let by_kind = all.retries.by_kind();
         assert_eq!(by_kind["serialization_failure"], 2);

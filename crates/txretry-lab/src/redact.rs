@@ -32,7 +32,9 @@ fn redact_query(query: &str) -> String {
     let Some(q) = query.find('?') else {
         return query.to_owned();
     };
-    let (path, params) = query.split_at(q + 1);
+    let (path, rest) = query.split_at(q + 1);
+    // A fragment (`#…`) is no parameter: it stays, after the masked value.
+    let (params, fragment) = rest.split_at(rest.find('#').unwrap_or(rest.len()));
     let redacted: Vec<String> = params
         .split('&')
         .map(|pair| match pair.split_once('=') {
@@ -40,7 +42,7 @@ fn redact_query(query: &str) -> String {
             _ => pair.to_owned(),
         })
         .collect();
-    format!("{path}{}", redacted.join("&"))
+    format!("{path}{}{fragment}", redacted.join("&"))
 }
 
 fn is_secret_key(key: &str) -> bool {
@@ -195,6 +197,15 @@ mod tests {
         assert_eq!(
             redact_url("postgres://h/db?user=u&password=x&sslmode=disable"),
             "postgres://h/db?user=u&password=***&sslmode=disable"
+        );
+        // The separator after the masked value stays, whichever it is.
+        assert_eq!(
+            redact_url("postgres://h/db?password=x#main"),
+            "postgres://h/db?password=***#main"
+        );
+        assert_eq!(
+            redact_urls_in("at postgres://h/db?password=x&a=1, then"),
+            "at postgres://h/db?password=***&a=1, then"
         );
     }
 

@@ -9,6 +9,10 @@ use serde::Serialize;
 use crate::duration::format_duration;
 use crate::run::RunResult;
 use crate::stats::{Percentiles, ratio};
+use crate::target::Target;
+
+/// [`Setup::isolation`] when no level was set and the server did not name its default.
+pub const SERVER_DEFAULT: &str = "server-default";
 
 /// Where and how the runs ran: the same for every run of one invocation.
 #[derive(Clone, Debug)]
@@ -19,8 +23,8 @@ pub struct Setup {
     pub engine: &'static str,
     /// `transfer` or `hot-rows`.
     pub workload: &'static str,
-    /// The isolation the transactions ran at (`server-default` when not set; SQLite:
-    /// always `serializable`).
+    /// The isolation the transactions ran at (`read-committed (server default)` when not
+    /// set, or [`SERVER_DEFAULT`] if the server did not say; SQLite: always `serializable`).
     pub isolation: String,
     /// How SQLite transactions began; `None` on other engines.
     pub sqlite_begin: Option<&'static str>,
@@ -71,6 +75,8 @@ pub struct RunReport {
     pub failed: u64,
     /// `failed` by verdict: a transient kind's name, `ambiguous` or `permanent`.
     pub failed_by_kind: BTreeMap<String, u64>,
+    /// The first error message of each kind in `failed_by_kind`, passwords masked.
+    pub first_error_by_kind: BTreeMap<String, String>,
     /// Every attempt, first ones included.
     pub attempts: u64,
     /// attempts / committed.
@@ -126,6 +132,7 @@ impl RunReport {
             business_failed: t.business_failed,
             failed: t.failed(),
             failed_by_kind: t.failed_by_kind.clone(),
+            first_error_by_kind: std::mem::take(&mut t.first_errors),
             attempts: t.attempts,
             attempts_per_commit: ratio(t.attempts, t.committed).map(|r| round(r, 3)),
             retries,
@@ -148,6 +155,38 @@ impl RunReport {
     }
 }
 
+impl RunReport {
+    /// The report with every password of `target` masked in the error messages it quotes.
+    pub fn scrubbed(mut self, target: &Target) -> RunReport {
+        for message in self.first_error_by_kind.values_mut() {
+            *message = target.scrub(message);
+        }
+        self
+    }
+
+    /// How far the run overran its duration, when it did by more than a rounding: the
+    /// transactions in flight at the deadline finish first (retries and waits included).
+    pub fn overran(&self) -> Option<String> {
+        let over = self.elapsed_s - self.duration_s;
+        (over > (self.duration_s * 0.1).max(0.25)).then(|| {
+            format!(
+                "ran {:.1}s of the {:.1}s asked: transactions in flight at the deadline finish first, retries and waits included",
+                self.elapsed_s, self.duration_s
+            )
+        })
+    }
+}
+
+/// `1 one` or `n many`.
+pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
 fn round(value: f64, places: i32) -> f64 {
     let scale = 10f64.powi(places);
     (value * scale).round() / scale
@@ -159,16 +198,20 @@ pub fn headline(setup: &Setup) -> String {
         .sqlite_begin
         .map(|b| format!(", begin {b}"))
         .unwrap_or_default();
+    let workers = count(setup.workers as u64, "worker", "workers");
     let workers = if setup.processes > 1 {
-        format!("{} processes x {} workers", setup.processes, setup.workers)
+        format!(
+            "{} x {workers}",
+            count(setup.processes as u64, "process", "processes")
+        )
     } else {
-        format!("{} workers", setup.workers)
+        workers
     };
     format!(
-        "txretry-lab: {} on {}, {} rows, {workers}, {} per policy, isolation {}{begin}",
+        "txretry-lab: {} on {}, {}, {workers}, {} per policy, isolation {}{begin}",
         setup.workload,
         setup.db,
-        setup.rows,
+        count(setup.rows, "row", "rows"),
         format_duration(setup.duration),
         setup.isolation
     )
@@ -203,35 +246,48 @@ pub fn summary(setup: &Setup, r: &RunReport) -> String {
     if r.interrupted {
         let _ = writeln!(out, "(interrupted after {:.1}s)", r.elapsed_s);
     }
-    let mut rows: Vec<(&str, String)> = vec![
-        (
-            "committed",
-            format!(
-                "{}  ({:.1} tx/s over {:.2}s)",
-                r.committed, r.tps, r.elapsed_s
-            ),
+    let mut rows: Vec<(String, String)> = vec![(
+        "committed".into(),
+        format!(
+            "{}  ({:.1} tx/s over {:.2}s)",
+            r.committed, r.tps, r.elapsed_s
         ),
-        (
-            "business failures",
+    )];
+    if !r.committed_by_process.is_empty() {
+        let each: Vec<String> = r.committed_by_process.iter().map(u64::to_string).collect();
+        rows.push((
+            "by process".into(),
+            format!("{} committed", each.join(" + ")),
+        ));
+    }
+    // Hot-rows refuses nothing: a line of zeros about insufficient funds would only puzzle.
+    if has_business_failures(r) {
+        rows.push((
+            "business failures".into(),
             format!(
                 "{}  (insufficient funds: a real outcome, never retried)",
                 r.business_failed
             ),
-        ),
-        (
-            "failed",
+        ));
+    }
+    rows.push((
+        "failed".into(),
+        if r.failed > 0 {
             format!(
-                "{}  {}",
+                "{}  {}  (gave up with a database error: lost)",
                 r.failed,
-                if r.failed > 0 {
-                    nonzero(&r.failed_by_kind)
-                } else {
-                    String::new()
-                }
-            ),
-        ),
+                nonzero(&r.failed_by_kind)
+            )
+        } else {
+            "0".to_owned()
+        },
+    ));
+    for (kind, message) in &r.first_error_by_kind {
+        rows.push((format!("  first {kind}"), message.clone()));
+    }
+    rows.extend([
         (
-            "attempts",
+            "attempts".into(),
             format!(
                 "{}  ({} per commit)",
                 r.attempts,
@@ -239,7 +295,7 @@ pub fn summary(setup: &Setup, r: &RunReport) -> String {
             ),
         ),
         (
-            "retries",
+            "retries".into(),
             format!(
                 "{}  ({} per commit)  {}",
                 r.retries,
@@ -248,7 +304,7 @@ pub fn summary(setup: &Setup, r: &RunReport) -> String {
             ),
         ),
         (
-            "latency (commits)",
+            "latency (commits)".into(),
             format!(
                 "p50 {} ms  p95 {} ms  p99 {} ms  max {} ms",
                 opt(r.p50_ms, 2),
@@ -258,26 +314,26 @@ pub fn summary(setup: &Setup, r: &RunReport) -> String {
             ),
         ),
         (
-            "invariant",
+            "invariant".into(),
             format!("{}  ({})", verdict(r.invariant_ok), r.invariant),
         ),
-    ];
-    if !r.committed_by_process.is_empty() {
-        let each: Vec<String> = r.committed_by_process.iter().map(u64::to_string).collect();
-        rows.insert(1, ("by process", format!("{} committed", each.join(" + "))));
+    ]);
+    if let Some(overran) = r.overran() {
+        rows.push(("note".into(), overran));
     }
     for (label, value) in rows {
         let _ = writeln!(out, "  {label:<18} {}", value.trim_end());
     }
-    if setup.sqlite_begin == Some("immediate") && r.retries == 0 {
-        let _ = writeln!(
-            out,
-            "hint: BEGIN IMMEDIATE makes SQLite writers queue on the busy timeout, so there was nothing to retry;\n      \
-             try --sqlite-begin deferred to see retries, or --policy all to compare the presets"
-        );
-    }
     out
 }
+
+/// Whether the workload can refuse a transaction for a business reason (transfer can).
+fn has_business_failures(r: &RunReport) -> bool {
+    r.workload == "transfer"
+}
+
+/// What the table's columns mean, one line under it.
+pub const LEGEND: &str = "committed: transactions that committed; biz-fail: refused for insufficient funds (a real outcome, not an error); failed: gave up with a database error (lost); att/commit, retry/commit: attempts and retries per commit; p50-p99: latency of commits, retries and waits included";
 
 /// The comparison table of several runs.
 pub fn table(setup: &Setup, reports: &[RunReport]) -> String {
@@ -301,7 +357,11 @@ pub fn table(setup: &Setup, reports: &[RunReport]) -> String {
             r.policy.to_owned(),
             r.committed.to_string(),
             format!("{:.1}", r.tps),
-            r.business_failed.to_string(),
+            if has_business_failures(r) {
+                r.business_failed.to_string()
+            } else {
+                "-".to_owned()
+            },
             r.failed.to_string(),
             opt(r.attempts_per_commit, 3),
             opt(r.retries_per_commit, 3),
@@ -343,6 +403,19 @@ pub fn table(setup: &Setup, reports: &[RunReport]) -> String {
             );
         }
     }
+    let _ = writeln!(out, "{LEGEND}");
+    for (kind, (policies, message)) in first_errors(reports) {
+        let _ = writeln!(
+            out,
+            "first {kind} failure ({}): {message}",
+            policies.join(", ")
+        );
+    }
+    for r in reports {
+        if let Some(overran) = r.overran() {
+            let _ = writeln!(out, "note: {} {overran}", r.policy);
+        }
+    }
     for r in reports.iter().filter(|r| !r.invariant_ok) {
         let _ = writeln!(out, "invariant FAILED for {}: {}", r.policy, r.invariant);
     }
@@ -350,4 +423,20 @@ pub fn table(setup: &Setup, reports: &[RunReport]) -> String {
         let _ = writeln!(out, "(interrupted: the last run was cut short)");
     }
     out
+}
+
+/// The first message of each failure kind over several runs, with the policies that
+/// failed with that kind.
+fn first_errors(reports: &[RunReport]) -> BTreeMap<&str, (Vec<&str>, &str)> {
+    let mut kinds: BTreeMap<&str, (Vec<&str>, &str)> = BTreeMap::new();
+    for r in reports {
+        for (kind, message) in &r.first_error_by_kind {
+            kinds
+                .entry(kind)
+                .or_insert_with(|| (Vec::new(), message))
+                .0
+                .push(r.policy);
+        }
+    }
+    kinds
 }

@@ -7,14 +7,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use txretry::{Admission, RetryPolicy, TxOptions};
 
 use crate::backend::LabDb;
 use crate::cli::Workload;
 use crate::error::TxError;
+use crate::error::describe;
 use crate::presets::Preset;
-use crate::progress::Progress;
+use crate::progress::{Counts, Progress};
+use crate::signals;
 use crate::stats::{Live, RetryCounter, Tally};
 use crate::workload::{Invariant, MAX_AMOUNT, Schema, Transfer};
 
@@ -72,6 +75,9 @@ pub struct Measured {
     pub interrupted: bool,
 }
 
+/// How long dropping the tables may take when quitting.
+const QUIT_DROP_WAIT: Duration = Duration::from_secs(5);
+
 /// Shared by a run's workers.
 struct Ctx<DB: sqlx::Database> {
     pool: Pool<DB>,
@@ -110,11 +116,34 @@ where
         return Err(e);
     }
     let measured = drive(pool, &schema, spec, stop, spec.preset.name()).await;
+    if signals::quitting() {
+        // Aborted transactions: nothing complete to check. Drop the tables, but do not
+        // let a hung server hold up quitting.
+        match tokio::time::timeout(QUIT_DROP_WAIT, schema.drop_tables(pool)).await {
+            Ok(Ok(())) => eprintln!("dropped this run's tables ({}_*)", schema.prefix()),
+            _ => eprintln!(
+                "could not drop this run's tables ({}_*) in time; drop them by hand",
+                schema.prefix()
+            ),
+        }
+        return Ok(RunResult {
+            preset: spec.preset,
+            tally: measured.tally,
+            retries: measured.retries,
+            elapsed: measured.elapsed,
+            invariant: Invariant {
+                ok: true,
+                detail: "not checked: quit".into(),
+            },
+            interrupted: true,
+            committed_by_process: Vec::new(),
+        });
+    }
     let invariant = match schema.check(pool, &measured.tally.committed_keys).await {
         Ok(invariant) => invariant,
         Err(e) => Invariant {
             ok: false,
-            detail: format!("could not check the tables: {e}"),
+            detail: format!("could not check the tables: {}", describe(&e)),
         },
     };
     // Best effort: a table left behind is named txlab_<pid>_<run>_… and harms nothing.
@@ -169,6 +198,7 @@ where
             tokio::spawn(worker(ctx.clone(), id))
         })
         .collect();
+    let aborts: Vec<AbortHandle> = workers.iter().map(|w| w.abort_handle()).collect();
     let all_done = futures_join(workers);
     tokio::pin!(all_done);
     let mut tally = Tally::default();
@@ -182,12 +212,20 @@ where
                 break;
             }
             _ = ticker.tick() => {
+                if signals::quitting() {
+                    // Dropping a transaction rolls it back; its worker's counts are lost,
+                    // and no report is printed after a quit.
+                    aborts.iter().for_each(AbortHandle::abort);
+                }
                 let live = &ctx.live;
                 progress.update(
                     start.elapsed(),
-                    live.committed.load(Ordering::Relaxed),
-                    live.errors.load(Ordering::Relaxed),
-                    retries.total(),
+                    Counts {
+                        committed: live.committed.load(Ordering::Relaxed),
+                        refused: live.refused.load(Ordering::Relaxed),
+                        failed: live.failed.load(Ordering::Relaxed),
+                        retries: retries.total(),
+                    },
                 );
             }
         }
@@ -204,13 +242,15 @@ where
     }
 }
 
-/// Waits for every worker; a worker that panicked (a bug, never user input) contributes
-/// nothing and is reported on stderr.
+/// Waits for every worker; a worker that panicked (a bug, never user input) or was aborted
+/// (quit now) contributes nothing; a panic is reported on stderr.
 async fn futures_join(handles: Vec<tokio::task::JoinHandle<Tally>>) -> Vec<Tally> {
     let mut tallies = Vec::with_capacity(handles.len());
     for handle in handles {
         match handle.await {
             Ok(tally) => tallies.push(tally),
+            // Aborted on purpose (quit now).
+            Err(e) if e.is_cancelled() => {}
             Err(e) => eprintln!("txretry-lab: a worker stopped unexpectedly: {e}"),
         }
     }
@@ -299,13 +339,13 @@ where
             }
             Err(e) if matches!(e.error(), TxError::InsufficientFunds { .. }) => {
                 tally.business_failed += 1;
-                ctx.live.errors.fetch_add(1, Ordering::Relaxed);
+                ctx.live.refused.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
                 // The runner's own verdict on the last attempt (ambiguous when a COMMIT
                 // may have landed), not a second classification of the error.
-                tally.record_failure(e.outcome().verdict());
-                ctx.live.errors.fetch_add(1, Ordering::Relaxed);
+                tally.record_failure(e.outcome().verdict(), || e.to_string());
+                ctx.live.failed.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

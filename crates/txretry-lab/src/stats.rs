@@ -82,8 +82,10 @@ impl RetryCounter {
 pub struct Live {
     /// Transactions committed so far.
     pub committed: AtomicU64,
-    /// Transactions that returned an error (business or not) so far.
-    pub errors: AtomicU64,
+    /// Transactions whose database error surfaced so far (lost to the caller).
+    pub failed: AtomicU64,
+    /// Transactions refused for a business reason so far (a real outcome, not an error).
+    pub refused: AtomicU64,
     /// Attempts so far: each call of a transaction closure, first tries included.
     pub attempts: AtomicU64,
 }
@@ -98,6 +100,9 @@ pub struct Tally {
     /// Transactions whose database error surfaced, by verdict (`permanent`, `ambiguous` or
     /// a transient kind's name).
     pub failed_by_kind: BTreeMap<String, u64>,
+    /// The first error message of each kind in `failed_by_kind` (not yet scrubbed of
+    /// passwords: see `report.rs`).
+    pub first_errors: BTreeMap<String, String>,
     /// Every attempt: each call of the transaction closure (filled in from [`Live`] at
     /// the end of a run).
     pub attempts: u64,
@@ -116,6 +121,9 @@ impl Tally {
         for (kind, n) in other.failed_by_kind {
             *self.failed_by_kind.entry(kind).or_default() += n;
         }
+        for (kind, message) in other.first_errors {
+            self.first_errors.entry(kind).or_insert(message);
+        }
         self.attempts += other.attempts;
         self.latencies_us.extend(other.latencies_us);
         self.committed_keys.extend(other.committed_keys);
@@ -126,14 +134,18 @@ impl Tally {
         self.failed_by_kind.values().sum()
     }
 
-    /// Counts one failed transaction by its verdict.
-    pub fn record_failure(&mut self, verdict: Verdict) {
+    /// Counts one failed transaction by its verdict; `message` (the error) is kept when it
+    /// is the first of its kind: a count says how often, the message says why.
+    pub fn record_failure(&mut self, verdict: Verdict, message: impl FnOnce() -> String) {
         let name = match verdict {
             Verdict::Transient(kind) => kind.as_str(),
             Verdict::Ambiguous => AMBIGUOUS,
             _ => "permanent",
         };
         *self.failed_by_kind.entry(name.to_owned()).or_default() += 1;
+        self.first_errors
+            .entry(name.to_owned())
+            .or_insert_with(message);
     }
 
     /// Records one committed transaction's latency.
@@ -252,18 +264,22 @@ mod tests {
             latencies_us: vec![5],
             ..Tally::default()
         };
-        a.record_failure(Verdict::Permanent);
+        a.record_failure(Verdict::Permanent, || "first".into());
         let mut b = Tally {
             committed: 2,
             attempts: 3,
             latencies_us: vec![6],
             ..Tally::default()
         };
-        b.record_failure(Verdict::Permanent);
-        b.record_failure(Verdict::Transient(TransientKind::Busy));
+        b.record_failure(Verdict::Permanent, || "second".into());
+        b.record_failure(Verdict::Transient(TransientKind::Busy), || "busy".into());
+        b.record_failure(Verdict::Transient(TransientKind::Busy), || "later".into());
         a.merge(b);
-        assert_eq!((a.committed, a.attempts, a.failed()), (3, 5, 3));
+        assert_eq!((a.committed, a.attempts, a.failed()), (3, 5, 4));
         assert_eq!(a.failed_by_kind["permanent"], 2);
+        // The first message of each kind survives, in whichever tally it came first.
+        assert_eq!(a.first_errors["permanent"], "first");
+        assert_eq!(a.first_errors["busy"], "busy");
         assert_eq!(a.latencies_us, vec![5, 6]);
         assert_eq!(ratio(1, 0), None);
         assert_eq!(ratio(3, 2), Some(1.5));

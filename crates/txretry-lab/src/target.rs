@@ -73,7 +73,9 @@ impl Target {
 
     /// Secrets to mask in anything printed about this target.
     pub fn secrets(&self) -> Vec<String> {
-        self.raw_url().map(passwords_in).unwrap_or_default()
+        self.raw_url()
+            .map(|url| servers(url).into_iter().flat_map(passwords_in).collect())
+            .unwrap_or_default()
     }
 
     /// `text` with every secret of this target (and every URL password) masked.
@@ -82,12 +84,36 @@ impl Target {
     }
 }
 
+/// The servers a `--db` URL names: several servers of one cluster may be given
+/// comma-separated (`mysql://node1/test,mysql://node2/test`, for `--processes`: process `i`
+/// connects to server `i` mod their number). A comma not followed by `scheme://` is part
+/// of the URL.
+pub fn servers(url: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut start = 0;
+    for (comma, _) in url.match_indices(',') {
+        let next = &url[comma + 1..];
+        let starts_url = next.split_once("://").is_some_and(|(scheme, _)| {
+            !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric())
+        });
+        if starts_url {
+            found.push(&url[start..comma]);
+            start = comma + 1;
+        }
+    }
+    found.push(&url[start..]);
+    found
+}
+
 /// Shows the target with its password redacted.
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.raw_url() {
             None => f.write_str("sqlite (temp file)"),
-            Some(url) => f.write_str(&scrub(&redact_url(url), &self.secrets())),
+            Some(url) => {
+                let shown: Vec<String> = servers(url).into_iter().map(redact_url).collect();
+                f.write_str(&scrub(&shown.join(","), &self.secrets()))
+            }
         }
     }
 }
@@ -139,6 +165,18 @@ mod tests {
                 .unwrap_err()
                 .contains("oracle://")
         );
+    }
+
+    #[test]
+    fn a_cluster_is_several_urls() {
+        assert_eq!(
+            servers("mysql://a/test,mysql://b:3307/test"),
+            ["mysql://a/test", "mysql://b:3307/test"]
+        );
+        assert_eq!(servers("mysql://a/test?x=1,2"), ["mysql://a/test?x=1,2"]);
+        let t = Target::parse("mysql://u:pw1@a/test,mysql://u:pw2@b/test").expect("valid");
+        assert_eq!(t.to_string(), "mysql://u:***@a/test,mysql://u:***@b/test");
+        assert!(!t.scrub("pw1 and pw2").contains("pw"));
     }
 
     #[test]

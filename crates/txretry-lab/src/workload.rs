@@ -157,6 +157,12 @@ impl Schema {
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
+
+    /// The hot-rows table's name, for another client to run the same transaction on
+    /// (the sweep's pgbench row).
+    pub fn hot_table(&self) -> &str {
+        &self.hot
+    }
 }
 
 /// The lab's queries, generic over the database. The bounds say what sqlx must offer;

@@ -1,9 +1,13 @@
 //! Runs the built `txretry-lab` binary the way a user would, and checks what it prints and
 //! how it exits. One test binary with a module per topic (linking is the slow part).
 
+mod galera;
+mod interrupts;
 mod processes;
+mod restarts;
 mod servers;
 mod sqlite;
+mod sweep;
 mod usage;
 
 use std::process::{Command, Output};

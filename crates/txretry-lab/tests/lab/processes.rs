@@ -92,7 +92,16 @@ fn two_processes_share_one_sqlite_file() {
 
 #[test]
 fn several_processes_print_one_human_report() {
-    let output = lab(&["--processes", "2", "--workers", "2", "--duration", "500ms"]);
+    let output = lab(&[
+        "--processes",
+        "2",
+        "--workers",
+        "2",
+        "--duration",
+        "500ms",
+        "--policy",
+        "exp-jitter",
+    ]);
     let (stdout, stderr) = texts(&output);
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
     assert!(stdout.contains("2 processes x 2 workers"), "{stdout}");

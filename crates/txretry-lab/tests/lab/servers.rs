@@ -35,6 +35,8 @@ fn assert_wrong_password_is_never_printed(url: &str) {
         );
     }
     assert!(stderr.contains("txretry_lab_nobody:***@"), "{stderr}");
+    // The server's message, without Postgres' position in its own C source.
+    assert!(!stderr.contains(" at line "), "{stderr}");
 }
 
 #[test]
@@ -182,5 +184,99 @@ fn wrong_login_helper_replaces_user_info() {
     assert_eq!(
         with_wrong_login("mysql://h:3306/test", "x"),
         "mysql://txretry_lab_nobody:x@h:3306/test"
+    );
+}
+
+/// Postgres' `max_connections`, asked by the test itself.
+fn postgres_max_connections(url: &str) -> u64 {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let text: String = runtime.block_on(async {
+        let pool = sqlx::PgPool::connect(url).await.expect("the test connects");
+        sqlx::query_scalar("SHOW max_connections")
+            .fetch_one(&pool)
+            .await
+            .expect("the server answers")
+    });
+    text.parse().expect("a number")
+}
+
+/// MariaDB's `max_connections`, asked by the test itself.
+fn mysql_max_connections(url: &str) -> u64 {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let text: String = runtime.block_on(async {
+        let pool = sqlx::MySqlPool::connect(url)
+            .await
+            .expect("the test connects");
+        sqlx::query_scalar("SELECT CAST(@@max_connections AS CHAR)")
+            .fetch_one(&pool)
+            .await
+            .expect("the server answers")
+    });
+    text.parse().expect("a number")
+}
+
+/// More workers than the server accepts connections: refused before anything runs (it
+/// used to wait out the 30 s acquire timeout and count "connection" failures).
+fn assert_too_many_workers_refused(url: &str, max_connections: u64) {
+    let workers = max_connections + 1;
+    assert!(
+        workers <= 1024,
+        "max_connections {max_connections}: this test needs a server that takes fewer than 1024"
+    );
+    let workers = workers.to_string();
+    let output = lab(&["--db", url, "--workers", &workers, "--duration", "1s"]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains(&format!("--workers {workers} needs {workers} connections")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("at most {max_connections} (max_connections)")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn postgres_more_workers_than_connections_is_refused() {
+    let Some(url) = txretry_testkit::postgres_url("lab_postgres_max_connections") else {
+        return;
+    };
+    let max = postgres_max_connections(&url);
+    assert_too_many_workers_refused(&url, max);
+}
+
+#[test]
+fn mysql_more_workers_than_connections_is_refused() {
+    let Some(url) = txretry_testkit::mysql_url("lab_mysql_max_connections") else {
+        return;
+    };
+    let max = mysql_max_connections(&url);
+    assert_too_many_workers_refused(&url, max);
+}
+
+#[test]
+fn postgres_names_its_default_isolation() {
+    let Some(url) = txretry_testkit::postgres_url("lab_postgres_default_isolation") else {
+        return;
+    };
+    let output = lab(&[
+        "--db",
+        &url,
+        "--duration",
+        "300ms",
+        "--json",
+        "--policy",
+        "contention",
+    ]);
+    let (_, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let run = &json_runs(&output)[0];
+    check_run_shape(run, 4);
+    let isolation = run["isolation"].as_str().unwrap_or_default();
+    assert!(
+        isolation.ends_with(" (server default)") && !isolation.contains("server-default"),
+        "{run}"
     );
 }

