@@ -102,6 +102,9 @@ pub struct ChildReport {
     pub latencies_us: Vec<u64>,
     /// One key per commit, for the invariant check (transfer ids or row ids).
     pub committed_keys: Vec<i64>,
+    /// One key per transaction whose COMMIT may have landed.
+    #[serde(default)]
+    pub maybe_committed_keys: Vec<i64>,
 }
 
 impl ChildReport {
@@ -126,6 +129,7 @@ impl ChildReport {
             interrupted: measured.interrupted,
             latencies_us: t.latencies_us,
             committed_keys: t.committed_keys,
+            maybe_committed_keys: t.maybe_committed_keys,
         }
     }
 }
@@ -176,6 +180,7 @@ pub fn aggregate(reports: Vec<ChildReport>) -> Result<Aggregate, String> {
             attempts: r.attempts,
             latencies_us: r.latencies_us,
             committed_keys: r.committed_keys,
+            maybe_committed_keys: r.maybe_committed_keys,
         });
     }
     let span = last_end.saturating_sub(first_start);
@@ -326,7 +331,14 @@ where
     let result = match outcome {
         Ok(Some(reports)) => match aggregate(reports) {
             Ok(all) => {
-                let invariant = match schema.check(pool, &all.tally.committed_keys).await {
+                let invariant = match schema
+                    .check(
+                        pool,
+                        &all.tally.committed_keys,
+                        &all.tally.maybe_committed_keys,
+                    )
+                    .await
+                {
                     Ok(invariant) => invariant,
                     Err(e) => Invariant {
                         ok: false,
@@ -657,6 +669,7 @@ mod tests {
             interrupted: false,
             latencies_us: latencies,
             committed_keys: keys,
+            maybe_committed_keys: Vec::new(),
         }
     }
 

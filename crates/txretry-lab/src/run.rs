@@ -139,7 +139,14 @@ where
             committed_by_process: Vec::new(),
         });
     }
-    let invariant = match schema.check(pool, &measured.tally.committed_keys).await {
+    let invariant = match schema
+        .check(
+            pool,
+            &measured.tally.committed_keys,
+            &measured.tally.maybe_committed_keys,
+        )
+        .await
+    {
         Ok(invariant) => invariant,
         Err(e) => Invariant {
             ok: false,
@@ -345,6 +352,11 @@ where
                 // The runner's own verdict on the last attempt (ambiguous when a COMMIT
                 // may have landed), not a second classification of the error.
                 tally.record_failure(e.outcome().verdict(), || e.to_string());
+                // The lab never declares its transactions idempotent, so an ambiguous
+                // COMMIT is always the last attempt: its effect may be in the tables.
+                if e.outcome().may_have_committed() {
+                    tally.maybe_committed_keys.push(key);
+                }
                 ctx.live.failed.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -111,6 +111,9 @@ pub struct Tally {
     /// One key per commit: the transfer id (transfer) or the row id (hot-rows), for the
     /// invariant check.
     pub committed_keys: Vec<i64>,
+    /// One key per transaction whose COMMIT may have landed (the runner's verdict was
+    /// ambiguous): the invariant check accepts its effect once or not at all.
+    pub maybe_committed_keys: Vec<i64>,
 }
 
 impl Tally {
@@ -127,6 +130,7 @@ impl Tally {
         self.attempts += other.attempts;
         self.latencies_us.extend(other.latencies_us);
         self.committed_keys.extend(other.committed_keys);
+        self.maybe_committed_keys.extend(other.maybe_committed_keys);
     }
 
     /// Transactions that failed with a database error (not a business refusal).

@@ -306,11 +306,14 @@ impl Schema {
     }
 
     /// Checks the invariant against what the workers say they committed: transfer ids
-    /// (transfer) or row ids, one per commit (hot-rows).
+    /// (transfer) or row ids, one per commit (hot-rows); `maybe` holds one key per
+    /// transaction whose COMMIT may have landed (an ambiguous outcome), whose effect may be
+    /// there once or not at all.
     pub async fn check<DB>(
         &self,
         pool: &Pool<DB>,
         committed: &[i64],
+        maybe: &[i64],
     ) -> Result<Invariant, sqlx::Error>
     where
         DB: LabDb,
@@ -359,18 +362,20 @@ impl Schema {
             Vec::new()
         };
         Ok(match self.workload {
-            Workload::Transfer => check_transfer(self.rows, &values, &ledger, committed),
-            Workload::HotRows => check_hot_rows(self.rows, &values, committed),
+            Workload::Transfer => check_transfer(self.rows, &values, &ledger, committed, maybe),
+            Workload::HotRows => check_hot_rows(self.rows, &values, committed, maybe),
         })
     }
 }
 
-/// The transfer invariant, from the final balances, the ledger and the committed ids.
+/// The transfer invariant, from the final balances, the ledger, the committed ids and the
+/// ids whose COMMIT may have landed (each allowed in the ledger once or not at all).
 pub fn check_transfer(
     rows: u32,
     balances: &HashMap<i64, i64>,
     ledger: &[Transfer],
     committed: &[i64],
+    maybe: &[i64],
 ) -> Invariant {
     let mut problems = Vec::new();
     let expected_total = i64::from(rows) * INITIAL_BALANCE;
@@ -416,9 +421,14 @@ pub fn check_transfer(
             "{missing} committed transfer(s) missing from the ledger"
         ));
     }
+    let maybe_ids: std::collections::HashSet<i64> = maybe.iter().copied().collect();
     let unknown = in_ledger
         .keys()
-        .filter(|id| !committed_ids.contains_key(id))
+        .filter(|id| !committed_ids.contains_key(id) && !maybe_ids.contains(id))
+        .count();
+    let landed = maybe_ids
+        .iter()
+        .filter(|id| in_ledger.contains_key(id))
         .count();
     if unknown > 0 {
         problems.push(format!(
@@ -436,8 +446,9 @@ pub fn check_transfer(
         Invariant {
             ok: true,
             detail: format!(
-                "sum of balances {total} unchanged; {} ledger rows, one per committed transfer; balances match the ledger",
-                ledger.len()
+                "sum of balances {total} unchanged; {} ledger rows, one per committed transfer; balances match the ledger{}",
+                ledger.len(),
+                landed_note(landed, maybe_ids.len())
             ),
         }
     } else {
@@ -448,30 +459,47 @@ pub fn check_transfer(
     }
 }
 
-/// The hot-rows invariant: every counter equals the commits on its row.
+/// The hot-rows invariant: every counter equals the commits on its row, plus at most the
+/// transactions on that row whose COMMIT may have landed (`maybe_rows`, one per such
+/// transaction).
 pub fn check_hot_rows(
     rows: u32,
     counters: &HashMap<i64, i64>,
     committed_rows: &[i64],
+    maybe_rows: &[i64],
 ) -> Invariant {
-    let mut commits: HashMap<i64, i64> = HashMap::new();
-    for row in committed_rows {
-        *commits.entry(*row).or_default() += 1;
-    }
+    let per_row = |keys: &[i64]| {
+        let mut n: HashMap<i64, i64> = HashMap::new();
+        for row in keys {
+            *n.entry(*row).or_default() += 1;
+        }
+        n
+    };
+    let commits = per_row(committed_rows);
+    let maybes = per_row(maybe_rows);
     let sum: i64 = counters.values().sum();
     let committed = i64::try_from(committed_rows.len()).unwrap_or(i64::MAX);
+    let maybe = i64::try_from(maybe_rows.len()).unwrap_or(i64::MAX);
     let mut problems = Vec::new();
-    if sum != committed {
-        problems.push(format!(
-            "sum of counters is {sum}, but {committed} transactions committed"
-        ));
+    if sum < committed || sum > committed.saturating_add(maybe) {
+        problems.push(if maybe == 0 {
+            format!("sum of counters is {sum}, but {committed} transactions committed")
+        } else {
+            format!(
+                "sum of counters is {sum}, but {committed} transactions committed and {maybe} may have"
+            )
+        });
     }
     if counters.len() != rows as usize {
         problems.push(format!("{} rows, expected {rows}", counters.len()));
     }
     let off = counters
         .iter()
-        .filter(|(id, n)| commits.get(id).copied().unwrap_or(0) != **n)
+        .filter(|(id, n)| {
+            let sure = commits.get(id).copied().unwrap_or(0);
+            let may = maybes.get(id).copied().unwrap_or(0);
+            !(sure..=sure + may).contains(*n)
+        })
         .count();
     if off > 0 {
         problems.push(format!(
@@ -481,13 +509,29 @@ pub fn check_hot_rows(
     if problems.is_empty() {
         Invariant {
             ok: true,
-            detail: format!("sum of counters {sum} = commits; every row matches its commits"),
+            detail: format!(
+                "sum of counters {sum} = commits{}; every row matches its commits",
+                landed_note(
+                    usize::try_from(sum - committed).unwrap_or(0),
+                    maybe_rows.len()
+                )
+            ),
         }
     } else {
         Invariant {
             ok: false,
             detail: problems.join("; "),
         }
+    }
+}
+
+/// What the invariant's detail says about COMMITs that may have landed: nothing when
+/// there were none.
+fn landed_note(landed: usize, maybe: usize) -> String {
+    if maybe == 0 {
+        String::new()
+    } else {
+        format!(" (of {maybe} ambiguous COMMIT(s), {landed} landed, each once)")
     }
 }
 
@@ -511,7 +555,7 @@ mod tests {
             to: 2,
             amount: 100,
         }];
-        let inv = check_transfer(2, &balances(&[900, 1100]), &ledger, &[7]);
+        let inv = check_transfer(2, &balances(&[900, 1100]), &ledger, &[7], &[]);
         assert!(inv.ok, "{}", inv.detail);
     }
 
@@ -524,26 +568,64 @@ mod tests {
             amount: 100,
         };
         // Money created.
-        assert!(!check_transfer(2, &balances(&[900, 1200]), &[t], &[7]).ok);
+        assert!(!check_transfer(2, &balances(&[900, 1200]), &[t], &[7], &[]).ok);
         // A committed transfer without its ledger row.
-        assert!(!check_transfer(2, &balances(&[900, 1100]), &[], &[7]).ok);
-        // A ledger row nobody committed (an ambiguous commit that landed).
-        assert!(!check_transfer(2, &balances(&[900, 1100]), &[t], &[]).ok);
+        assert!(!check_transfer(2, &balances(&[900, 1100]), &[], &[7], &[]).ok);
+        // A ledger row nobody committed or may have committed.
+        assert!(!check_transfer(2, &balances(&[900, 1100]), &[t], &[], &[]).ok);
         // A transfer applied twice.
-        assert!(!check_transfer(2, &balances(&[800, 1200]), &[t, t], &[7]).ok);
+        assert!(!check_transfer(2, &balances(&[800, 1200]), &[t, t], &[7], &[]).ok);
         // Balances moved without the ledger agreeing, though the sum holds.
-        assert!(!check_transfer(2, &balances(&[1000, 1000]), &[t], &[7]).ok);
+        assert!(!check_transfer(2, &balances(&[1000, 1000]), &[t], &[7], &[]).ok);
         // Overdrawn.
         let big = Transfer { amount: 1100, ..t };
-        assert!(!check_transfer(2, &balances(&[-100, 2100]), &[big], &[7]).ok);
+        assert!(!check_transfer(2, &balances(&[-100, 2100]), &[big], &[7], &[]).ok);
+    }
+
+    #[test]
+    fn an_ambiguous_commit_may_land_once_or_not_at_all() {
+        let t = Transfer {
+            id: 7,
+            from: 1,
+            to: 2,
+            amount: 100,
+        };
+        // Landed: its row is in the ledger once.
+        let landed = check_transfer(2, &balances(&[900, 1100]), &[t], &[], &[7]);
+        assert!(landed.ok, "{}", landed.detail);
+        assert!(
+            landed.detail.contains("of 1 ambiguous COMMIT(s), 1 landed"),
+            "{}",
+            landed.detail
+        );
+        // Did not land.
+        let lost = check_transfer(2, &balances(&[1000, 1000]), &[], &[], &[7]);
+        assert!(lost.ok, "{}", lost.detail);
+        assert!(lost.detail.contains("0 landed"), "{}", lost.detail);
+        // Landed twice: still caught.
+        assert!(!check_transfer(2, &balances(&[800, 1200]), &[t, t], &[], &[7]).ok);
+        // An ambiguous id does not excuse another id's row.
+        assert!(!check_transfer(2, &balances(&[900, 1100]), &[t], &[], &[8]).ok);
+
+        let counters: HashMap<i64, i64> = [(1, 2), (2, 1)].into();
+        // Row 1: one sure commit and one that may have landed (it did).
+        assert!(check_hot_rows(2, &counters, &[1, 2], &[1]).ok);
+        // Row 1: one that may have landed did not.
+        let counters_lost: HashMap<i64, i64> = [(1, 1), (2, 1)].into();
+        assert!(check_hot_rows(2, &counters_lost, &[1, 2], &[1]).ok);
+        // The maybe is on another row: row 1 is one above its commits.
+        assert!(!check_hot_rows(2, &counters, &[1, 2], &[2]).ok);
+        // One ambiguous COMMIT cannot account for two increments.
+        let twice: HashMap<i64, i64> = [(1, 3), (2, 1)].into();
+        assert!(!check_hot_rows(2, &twice, &[1, 2], &[1]).ok);
     }
 
     #[test]
     fn hot_rows_counts_per_row() {
         let counters: HashMap<i64, i64> = [(1, 2), (2, 1)].into();
-        assert!(check_hot_rows(2, &counters, &[1, 2, 1]).ok);
-        assert!(!check_hot_rows(2, &counters, &[1, 2]).ok);
+        assert!(check_hot_rows(2, &counters, &[1, 2, 1], &[]).ok);
+        assert!(!check_hot_rows(2, &counters, &[1, 2], &[]).ok);
         // Right sum, wrong rows.
-        assert!(!check_hot_rows(2, &counters, &[2, 2, 1]).ok);
+        assert!(!check_hot_rows(2, &counters, &[2, 2, 1], &[]).ok);
     }
 }
