@@ -37,7 +37,7 @@ fn process(url: &str, max: usize) -> Pool {
 }
 
 async fn connect(url: &str) -> Conn {
-    Conn::from_url(url).await.unwrap()
+    crate::common::direct_conn(url).await
 }
 
 /// The key a test's transactions contend on, and the name of its named lock.

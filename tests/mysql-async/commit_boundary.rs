@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mysql_async::prelude::*;
-use mysql_async::{Conn, Pool};
+use mysql_async::Pool;
 use txretry::{Code, KindSet, Phase, RetryPolicy, StopReason, TxOptions, Verdict};
 use txretry_testkit::CommitFaultProxy;
 
@@ -49,7 +49,7 @@ async fn commit_answered_with_2013_is_ambiguous_and_not_rerun() {
     let Some(url) = url("mysql_async::commit_answered_with_2013") else {
         return;
     };
-    let mut direct = Conn::from_url(url.as_str()).await.unwrap();
+    let mut direct = direct_conn(&url).await;
     let t = table("my_commit_2013");
     direct
         .query_drop(format!(
@@ -101,7 +101,7 @@ async fn idempotent_call_retries_an_ambiguous_commit() {
     let Some(url) = url("mysql_async::idempotent_call_retries_an_ambiguous_commit") else {
         return;
     };
-    let mut direct = Conn::from_url(url.as_str()).await.unwrap();
+    let mut direct = direct_conn(&url).await;
     let t = table("my_commit_idem");
     direct
         .query_drop(format!(

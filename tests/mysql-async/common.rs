@@ -17,13 +17,26 @@ pub fn url(test: &str) -> Option<String> {
 /// through it when the URL names 127.0.0.1: against a container (or a proxy) on a machine
 /// that also runs a server of its own, that would quietly test the host's server instead.
 pub fn pool_with(url: &str, params: &str) -> Pool {
+    Pool::new(with_params(url, params).as_str())
+}
+
+/// A connection of its own (outside any pool) to `url`, with `prefer_socket=false` (see
+/// [`pool_with`]): observers and lock holders must reach the same server as the pools.
+pub async fn direct_conn(url: &str) -> Conn {
+    Conn::from_url(with_params(url, "").as_str())
+        .await
+        .expect("a direct connection")
+}
+
+/// `url` with `prefer_socket=false` and the extra `params` in its query.
+fn with_params(url: &str, params: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
     let extra = if params.is_empty() {
         String::new()
     } else {
         format!("&{params}")
     };
-    Pool::new(format!("{url}{sep}prefer_socket=false{extra}").as_str())
+    format!("{url}{sep}prefer_socket=false{extra}")
 }
 
 /// A pool of its own for one test.

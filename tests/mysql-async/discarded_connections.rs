@@ -7,7 +7,7 @@
 //! `information_schema.processlist`. Tested on MariaDB 10.11.
 
 use mysql_async::prelude::*;
-use mysql_async::{Conn, TxOpts};
+use mysql_async::TxOpts;
 use tokio::sync::watch;
 use txretry::{Code, KindSet, Phase, RetryPolicy, StopReason, Verdict};
 
@@ -29,7 +29,7 @@ async fn begin_failure_discards_the_connection() {
         return;
     };
     let pool = single_connection_pool(&url);
-    let mut observer = Conn::from_url(url.as_str()).await.unwrap();
+    let mut observer = direct_conn(&url).await;
     let t = table("my_begin_fails");
     create_rows(&mut observer, &t, 1).await;
 
@@ -112,14 +112,14 @@ async fn a_cancelled_attempt_closes_its_connection() {
         return;
     };
     let pool = single_connection_pool(&url);
-    let mut observer = Conn::from_url(url.as_str()).await.unwrap();
+    let mut observer = direct_conn(&url).await;
     let t = table("my_cancelled");
     create_rows(&mut observer, &t, 2).await;
     let policy = RetryPolicy::default();
     let mut cancelled = Vec::new();
 
     // 1. Mid-statement. Another session holds row 1.
-    let mut holder = Conn::from_url(url.as_str()).await.unwrap();
+    let mut holder = direct_conn(&url).await;
     let mut held = holder.start_transaction(TxOpts::default()).await.unwrap();
     held.query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
         .await
