@@ -8,8 +8,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mysql_async::prelude::*;
 use mysql_async::Pool;
+use mysql_async::prelude::*;
 use txretry::{Code, KindSet, Phase, RetryPolicy, StopReason, TxOptions, Verdict};
 use txretry_testkit::CommitFaultProxy;
 

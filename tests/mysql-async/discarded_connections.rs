@@ -6,8 +6,8 @@
 //! a pooled connection would mean, and a direct connection outside the pool watches
 //! `information_schema.processlist`. Tested on MariaDB 10.11.
 
-use mysql_async::prelude::*;
 use mysql_async::TxOpts;
+use mysql_async::prelude::*;
 use tokio::sync::watch;
 use txretry::{Code, KindSet, Phase, RetryPolicy, StopReason, Verdict};
 
