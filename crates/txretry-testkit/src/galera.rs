@@ -61,9 +61,12 @@ fn start() -> Result<String, String> {
         let node = containers::run(request, "galera")?;
         if i == 0 {
             // testcontainers made the network; removing the containers leaves it, so one
-            // more reaper removes them all and then the network.
+            // more reaper removes them all and then the network. The daemon may still be
+            // detaching the removed containers' endpoints ("active endpoints"): retry.
             containers::at_exit(
-                "net=$1; shift; docker rm -f -v \"$@\"; exec docker network rm \"$net\"",
+                "net=$1; shift; docker rm -f -v \"$@\"; \
+                 for _ in 1 2 3 4 5 6 7 8 9 10; do \
+                 docker network rm \"$net\" && exit 0; sleep 1; done",
                 &[network.as_str()]
                     .into_iter()
                     .chain(hosts.iter().map(String::as_str))
