@@ -221,21 +221,25 @@ pub enum PolicyArg {
 
 /// A worker count from 1 to [`MAX_WORKERS`] (`--workers`, and each of `sweep --workers`).
 pub fn parse_workers(text: &str) -> Result<usize, String> {
-    let message = || format!("must be a whole number from 1 to {MAX_WORKERS}");
-    let n: i64 = text.trim().parse().map_err(|_| message())?;
-    match usize::try_from(n) {
-        Ok(n) if (1..=MAX_WORKERS).contains(&n) => Ok(n),
-        _ => Err(message()),
-    }
+    parse_count(text, MAX_WORKERS)
 }
 
 fn parse_processes(text: &str) -> Result<usize, String> {
-    let message = || format!("must be a whole number from 1 to {MAX_PROCESSES}");
+    parse_count(text, MAX_PROCESSES)
+}
+
+/// A whole number from 1 to `max` (every count flag: `--workers`, `--rows`, `--processes`,
+/// `sweep --repeat`); anything else, negative numbers included, gets one message.
+pub fn parse_count<T>(text: &str, max: T) -> Result<T, String>
+where
+    T: TryFrom<i64> + PartialOrd + From<u8> + std::fmt::Display + Copy,
+{
+    let message = || format!("must be a whole number from 1 to {max}");
     let n: i64 = text.trim().parse().map_err(|_| message())?;
-    match usize::try_from(n) {
-        Ok(n) if (1..=MAX_PROCESSES).contains(&n) => Ok(n),
-        _ => Err(message()),
-    }
+    T::try_from(n)
+        .ok()
+        .filter(|n| (T::from(1)..=max).contains(n))
+        .ok_or_else(message)
 }
 
 /// A table prefix the lab made up itself (`txlab_` then digits and `_`): the only kind of
@@ -254,12 +258,7 @@ pub fn parse_table_prefix(text: &str) -> Result<String, String> {
 
 /// A row count from 1 to [`MAX_ROWS`] (`--rows`).
 pub fn parse_rows(text: &str) -> Result<u32, String> {
-    let message = || format!("must be a whole number from 1 to {MAX_ROWS}");
-    let n: i64 = text.trim().parse().map_err(|_| message())?;
-    match u32::try_from(n) {
-        Ok(n) if (1..=MAX_ROWS).contains(&n) => Ok(n),
-        _ => Err(message()),
-    }
+    parse_count(text, MAX_ROWS)
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 use crate::cli::{
-    IsolationArg, MAX_WORKERS, PolicyArg, SqliteBeginArg, Workload, parse_rows, parse_workers,
+    IsolationArg, MAX_WORKERS, PolicyArg, SqliteBeginArg, Workload, parse_count, parse_rows,
+    parse_workers,
 };
 use crate::duration::parse_duration;
 use crate::presets::Preset;
@@ -132,12 +133,7 @@ fn parse_policy_list(text: &str) -> Result<PolicyList, String> {
 }
 
 fn parse_repeat(text: &str) -> Result<u32, String> {
-    let message = || format!("must be a whole number from 1 to {MAX_REPEAT}");
-    let n: i64 = text.trim().parse().map_err(|_| message())?;
-    match u32::try_from(n) {
-        Ok(n) if (1..=MAX_REPEAT).contains(&n) => Ok(n),
-        _ => Err(message()),
-    }
+    parse_count(text, MAX_REPEAT)
 }
 
 #[cfg(test)]
