@@ -283,8 +283,8 @@ fn postgres_names_its_default_isolation() {
 
 /// Issue 12's collapse, for real: 16 workers moving money between 8 accounts in random
 /// lock order deadlock, and Postgres finds each deadlock only after `deadlock_timeout`
-/// (1 s by default), so the default policy's p50 sits near it. The report says why and
-/// points at the contention preset.
+/// (1 s by default), so the default policy's p50 (or, when most transfers slip through, its
+/// p95) sits near or past it. The report says why and points at the contention preset.
 #[test]
 fn postgres_p50_near_deadlock_timeout_is_explained() {
     let Some(url) = txretry_testkit::postgres_url("lab_postgres_deadlock_timeout_hint") else {
@@ -308,7 +308,10 @@ fn postgres_p50_near_deadlock_timeout_is_explained() {
         .lines()
         .find(|line| line.contains("deadlock_timeout"))
         .unwrap_or_else(|| panic!("no deadlock_timeout hint:\n{stdout}"));
-    assert!(hint.starts_with("hint: default: p50 "), "{hint}");
+    assert!(
+        hint.starts_with("hint: default: p50 ") || hint.starts_with("hint: default: p95 "),
+        "{hint}"
+    );
     assert!(stdout.contains("--policy contention"), "{stdout}");
     assert!(stdout.contains("invariant"), "{stdout}");
 }
