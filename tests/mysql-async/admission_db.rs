@@ -16,12 +16,13 @@ use txretry::{
     Admission, Code, KeyHash, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions,
     Verdict,
 };
+use txretry_testkit::contended;
 use txretry_testkit::intervals::{
     self, KEYS, Meeting, ROUNDS, WAIT, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
 };
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::common::wait_until_session_gone as wait_until_gone;
+use crate::common::{create_rows, value, wait_until_session_gone as wait_until_gone};
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::mysql_url(test)
@@ -63,14 +64,16 @@ async fn lock_holder<Q: Queryable>(conn: &mut Q, lock: &str) -> Option<u64> {
         .unwrap()
 }
 
-/// Waits until a session is running `GET_LOCK` on `lock` (with `WAIT`), and returns its id.
+/// Waits until a session waits in `GET_LOCK` on `lock` (with `WAIT`), and returns its id.
 async fn wait_for_get_lock(observer: &mut Conn, lock: &str) -> u64 {
-    let statement = format!("SELECT GET_LOCK('{lock}', {})", WAIT.as_secs());
+    // The runner's one statement for all its keys calls `GET_LOCK('<lock>', <seconds>)`.
+    let statement = format!("GET_LOCK('{lock}', {})", WAIT.as_secs());
     let mut waiter = None;
     poll_until(format!("nobody ever waited in {statement}"), async || {
         waiter = observer
             .exec_first(
-                "SELECT CAST(id AS UNSIGNED) FROM information_schema.processlist WHERE info = ?",
+                "SELECT CAST(id AS UNSIGNED) FROM information_schema.processlist
+                 WHERE INSTR(info, ?) > 0 AND state = 'User lock'",
                 (&statement,),
             )
             .await
@@ -425,6 +428,9 @@ async fn connections_go_back_to_the_pool_without_named_locks() {
         err.outcome().verdict(),
         Verdict::Transient(TransientKind::LockTimeout)
     );
+    // The keys before it in lock order were granted in the same statement; the refusal
+    // names the one that was not.
+    assert!(err.to_string().contains(&format!("'{last}'")), "{err}");
     let observer_id = session_id(&mut observer).await;
     assert_eq!(lock_holder(&mut observer, last).await, Some(observer_id));
     observer.query_drop("DO RELEASE_ALL_LOCKS()").await.unwrap();
@@ -550,4 +556,85 @@ async fn an_interrupted_wait_is_permanent() {
     release.notify_one();
     within(holder).await.unwrap().unwrap();
     assert_eq!(lock_holder(&mut observer, &lock).await, None);
+}
+
+/// `only_for_contended_keys`: a key's first transaction takes no named lock; a real
+/// collision on it (a lock-wait timeout, 1205, on a row another session holds) turns the
+/// locks on for the retry and for the key's later transactions in this process, not for
+/// other keys, and not in another process that saw no collision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contended_keys_are_locked_after_their_first_collision() {
+    let Some(url) = url("mysql_async::admission_db contended keys") else {
+        return;
+    };
+    let table = txretry_testkit::unique_name("adm_ma_cont");
+    let mut observer = connect(&url).await;
+    create_rows(&mut observer, &table, 2).await;
+    // Pools of this test's own: the first attempt's session setting stays in its session.
+    let (pool_a, pool_b) = (process(&url, 2), process(&url, 2));
+    let (policy_a, policy_b) = (
+        policy(contended::adaptive(), 5),
+        policy(contended::adaptive(), 5),
+    );
+    // Runs one transaction on row `id` and returns, per attempt, whether its session held
+    // the row's named lock (taken before START TRANSACTION); with `interfere`, another
+    // session holds the row (an uncommitted update) when the transaction starts, and the
+    // first attempt's own UPDATE times out after 1 s (1205); that session commits right
+    // after, before the attempt fails.
+    let held_per_attempt = async |pool: &Pool, policy: &RetryPolicy, id: i32, interfere: bool| {
+        let (key, lock) = key(&table, id.into());
+        let update = format!("UPDATE {table} SET v = v + 1 WHERE id = {id}");
+        let mut holder = None;
+        if interfere {
+            let mut conn = connect(&url).await;
+            conn.query_drop("START TRANSACTION").await.unwrap();
+            conn.query_drop(&update).await.unwrap();
+            holder = Some(conn);
+        }
+        let mut held = Vec::new();
+        let options = TxOptions::new().contends_on(key);
+        txretry::mysql_async::transaction_with(pool, policy, &options, async |tx| {
+            let n: Option<i64> = tx
+                .exec_first(
+                    "SELECT COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), 0)",
+                    (&lock,),
+                )
+                .await?;
+            held.push(n.unwrap());
+            if let Some(mut holder) = holder.take() {
+                tx.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
+                    .await?;
+                let blocked = tx.query_drop(&update).await;
+                holder.query_drop("COMMIT").await.unwrap();
+                let err = blocked.expect_err("the other session holds the row");
+                assert_eq!(
+                    txretry::classify(&err).verdict,
+                    Verdict::Transient(TransientKind::LockTimeout),
+                    "{err:?}"
+                );
+                return Err(err);
+            }
+            tx.query_drop(&update).await
+        })
+        .await
+        .unwrap();
+        held
+    };
+    let processes = [(&pool_a, &policy_a), (&pool_b, &policy_b)];
+    for step in contended::STEPS {
+        let (pool, policy) = processes[step.process];
+        let held = held_per_attempt(pool, policy, step.row.try_into().unwrap(), step.collide).await;
+        assert_eq!(held, step.held, "{}", step.what);
+    }
+    assert_eq!(
+        value(&mut observer, &table, 1).await,
+        contended::ROW_1_AFTER
+    );
+    assert_eq!(
+        value(&mut observer, &table, 2).await,
+        contended::ROW_2_AFTER
+    );
+    pool_a.disconnect().await.unwrap();
+    pool_b.disconnect().await.unwrap();
+    drop_table(&url, &table).await;
 }

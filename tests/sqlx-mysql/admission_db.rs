@@ -14,6 +14,7 @@ use txretry::{
     Admission, Code, KeyHash, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions,
     Verdict,
 };
+use txretry_testkit::contended;
 use txretry_testkit::intervals::{
     self, KEYS, Meeting, ROUNDS, WAIT, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
 };
@@ -50,13 +51,15 @@ async fn lock_holder(observer: &mut MySqlConnection, lock: &str) -> Option<u64> 
         .unwrap()
 }
 
-/// Waits until a session is running `GET_LOCK` on `lock` (with `WAIT`), and returns its id.
+/// Waits until a session waits in `GET_LOCK` on `lock` (with `WAIT`), and returns its id.
 async fn wait_for_get_lock(observer: &mut MySqlConnection, lock: &str) -> u64 {
-    let statement = format!("SELECT GET_LOCK('{lock}', {})", WAIT.as_secs());
+    // The runner's one statement for all its keys calls `GET_LOCK('<lock>', <seconds>)`.
+    let statement = format!("GET_LOCK('{lock}', {})", WAIT.as_secs());
     let mut waiter = None;
     poll_until(format!("nobody ever waited in {statement}"), async || {
         waiter = sqlx::query_scalar(
-            "SELECT CAST(id AS UNSIGNED) FROM information_schema.processlist WHERE info = ?",
+            "SELECT CAST(id AS UNSIGNED) FROM information_schema.processlist
+                 WHERE INSTR(info, ?) > 0 AND state = 'User lock'",
         )
         .bind(&statement)
         .fetch_optional(&mut *observer)
@@ -447,6 +450,9 @@ async fn connections_go_back_to_the_pool_without_named_locks() {
         err.outcome().verdict(),
         Verdict::Transient(TransientKind::LockTimeout)
     );
+    // The keys before it in lock order were granted in the same statement; the refusal
+    // names the one that was not.
+    assert!(err.to_string().contains(&format!("'{last}'")), "{err}");
     let observer_id: u64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
         .fetch_one(&mut observer)
         .await
@@ -577,4 +583,94 @@ async fn an_interrupted_wait_is_permanent() {
     release.notify_one();
     within(holder).await.unwrap().unwrap();
     assert_eq!(lock_holder(&mut observer, &lock).await, None);
+}
+
+/// `only_for_contended_keys`: a key's first transaction takes no named lock; a real
+/// collision on it (a lock-wait timeout, 1205, on a row another session holds) turns the
+/// locks on for the retry and for the key's later transactions in this process, not for
+/// other keys, and not in another process that saw no collision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contended_keys_are_locked_after_their_first_collision() {
+    let Some(url) = url("sqlx-mysql admission_db contended keys") else {
+        return;
+    };
+    let table = txretry_testkit::unique_name("adm_my_cont");
+    exec(
+        &mut connect(&url).await,
+        format!(
+            "CREATE TABLE {table} (id int PRIMARY KEY, v int NOT NULL) ENGINE=InnoDB;
+             INSERT INTO {table} VALUES (1, 0), (2, 0)"
+        ),
+    )
+    .await;
+    // Pools of this test's own: the first attempt's session setting stays in its session.
+    let (pool_a, pool_b) = (process(&url, 2).await, process(&url, 2).await);
+    let (policy_a, policy_b) = (
+        policy(contended::adaptive(), 5),
+        policy(contended::adaptive(), 5),
+    );
+    // Runs one transaction on row `id` and returns, per attempt, whether its session held
+    // the row's named lock (taken before START TRANSACTION); with `interfere`, another
+    // session holds the row (an uncommitted update) when the transaction starts, and the
+    // first attempt's own UPDATE times out after 1 s (1205); that session commits right
+    // after, before the attempt fails.
+    let held_per_attempt =
+        async |pool: &MySqlPool, policy: &RetryPolicy, id: i64, interfere: bool| {
+            let (key, lock) = key(&table, id);
+            let update = format!("UPDATE {table} SET v = v + 1 WHERE id = {id}");
+            let mut holder = None;
+            if interfere {
+                let mut conn = connect(&url).await;
+                exec(&mut conn, format!("START TRANSACTION; {update}")).await;
+                holder = Some(conn);
+            }
+            let mut held = Vec::new();
+            let options = TxOptions::new().contends_on(key);
+            txretry::sqlx::transaction_with(pool, policy, &options, async |tx| {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT CAST(COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), 0) AS SIGNED)",
+                )
+                .bind(&lock)
+                .fetch_one(&mut **tx)
+                .await?;
+                held.push(n);
+                if let Some(mut holder) = holder.take() {
+                    sqlx::query("SET SESSION innodb_lock_wait_timeout = 1")
+                        .execute(&mut **tx)
+                        .await?;
+                    let blocked = sqlx::query(sql(update.clone())).execute(&mut **tx).await;
+                    exec(&mut holder, "COMMIT".into()).await;
+                    let err = blocked.expect_err("the other session holds the row");
+                    assert_eq!(
+                        txretry::classify(&err).verdict,
+                        Verdict::Transient(TransientKind::LockTimeout),
+                        "{err:?}"
+                    );
+                    return Err(err);
+                }
+                sqlx::query(sql(update.clone())).execute(&mut **tx).await?;
+                Ok::<_, sqlx::Error>(())
+            })
+            .await
+            .unwrap();
+            held
+        };
+    let processes = [(&pool_a, &policy_a), (&pool_b, &policy_b)];
+    for step in contended::STEPS {
+        let (pool, policy) = processes[step.process];
+        let held = held_per_attempt(pool, policy, step.row, step.collide).await;
+        assert_eq!(held, step.held, "{}", step.what);
+    }
+    let mut observer = connect(&url).await;
+    let v: i32 = sqlx::query_scalar(sql(format!("SELECT v FROM {table} WHERE id = 1")))
+        .fetch_one(&mut observer)
+        .await
+        .unwrap();
+    assert_eq!(i64::from(v), contended::ROW_1_AFTER);
+    let v: i32 = sqlx::query_scalar(sql(format!("SELECT v FROM {table} WHERE id = 2")))
+        .fetch_one(&mut observer)
+        .await
+        .unwrap();
+    assert_eq!(i64::from(v), contended::ROW_2_AFTER);
+    drop_table(&url, &table).await;
 }

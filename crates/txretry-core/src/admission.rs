@@ -17,6 +17,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use crate::{TransientKind, Verdict};
 
 /// Each key in use and its lock: a semaphore with one permit. An entry lives while anyone
 /// holds or waits for the key; [`Permit`] removes it when the last one lets go.
@@ -57,7 +60,28 @@ pub struct Admission {
     keys: Arc<Mutex<Locks>>,
     /// With [`Admission::in_database`]: how long each database lock may be waited for.
     database: Option<Duration>,
+    /// With [`Admission::only_for_contended_keys`]: the keys that collided lately.
+    contended: Option<Arc<Collisions>>,
 }
+
+/// When each key last collided, for [`Admission::only_for_contended_keys`]. Shared by the
+/// clones of one `Admission`.
+struct Collisions {
+    /// How long a collision keeps a key's database locks on.
+    window: Duration,
+    recent: Mutex<RecentCollisions>,
+}
+
+struct RecentCollisions {
+    last: HashMap<u64, Instant>,
+    /// Past this many entries, the next collision forgets the keys whose window is over
+    /// (then this becomes twice what is left, so forgetting costs O(1) per collision
+    /// amortized, and memory stays bounded by the keys that collided within a window).
+    forget_above: usize,
+}
+
+/// The fewest entries [`RecentCollisions`] keeps before it forgets old ones.
+const KEEP_COLLISIONS: usize = 64;
 
 /// The longest wait for a database lock: Postgres' `lock_timeout` is an `int` of
 /// milliseconds.
@@ -94,22 +118,25 @@ impl Admission {
     ///
     /// The locks are extra work on every transaction that names keys, contended or not:
     /// on Postgres a few statements in BEGIN's round trip (`txretry::sqlx`) or one more
-    /// round trip (`txretry::tokio_postgres`); on MySQL and MariaDB one round trip per key
-    /// and one to release. Measured with the lab (BENCHMARKS.md, section 4; one machine,
-    /// 4 processes × 8 workers): on Postgres it kept retries at zero and turned a
-    /// random-order transfer workload that collapses on `deadlock_timeout` into the best
-    /// configuration measured; on MariaDB 10.11, where InnoDB detects deadlocks at once,
-    /// per-process admission alone did better in the same workloads. Without contention it
-    /// cost 9% of goodput on Postgres and 33% on MariaDB. Turn it on where several
+    /// round trip (`txretry::tokio_postgres`); on MySQL and MariaDB one round trip to take
+    /// the locks and one to release them. Measured with the lab (BENCHMARKS.md, section 4;
+    /// one shared 2-core machine, 4 processes × 8 workers, so read the spreads there): on
+    /// Postgres it kept retries at zero and turned a random-order transfer workload that
+    /// collapses on `deadlock_timeout` into one of the best configurations measured; on
+    /// MariaDB 10.11, where InnoDB detects deadlocks at once, per-process admission alone
+    /// did better in the same workloads. Without contention it cost 9–23% of goodput on
+    /// Postgres and 33% on MariaDB in the runs that could tell. Turn it on where several
     /// processes collide on the same keys and the database resolves the collisions slowly
     /// or by aborting, and measure with `txretry-lab --processes N`.
+    /// [`only_for_contended_keys`](Admission::only_for_contended_keys) removes the cost
+    /// where nothing collides, at a price described there.
     ///
     /// # The locks
     ///
     /// | database | lock per key | taken | released |
     /// |---|---|---|---|
     /// | Postgres | advisory lock on [`KeyHash::to_i64`](crate::KeyHash::to_i64) | with BEGIN (`txretry::sqlx`: in the same round trip; `txretry::tokio_postgres`: one round trip right after) | by COMMIT or ROLLBACK, or when the session ends |
-    /// | MySQL, MariaDB | `GET_LOCK('txretry:<the 16 lowercase hex digits of KeyHash::to_u64>', <seconds>)` | one round trip per key, right before `START TRANSACTION` | `DO RELEASE_ALL_LOCKS()` after COMMIT or ROLLBACK, or when the session ends |
+    /// | MySQL, MariaDB | `GET_LOCK('txretry:<the 16 lowercase hex digits of KeyHash::to_u64>', <seconds>)` | one round trip for all the keys, right before `START TRANSACTION` | `DO RELEASE_ALL_LOCKS()` after COMMIT or ROLLBACK, or when the session ends |
     /// | SQLite | none: SQLite runs one writer at a time already, and its runners ignore this setting | | |
     ///
     /// Only numbers derived from the keys' hashes go into the SQL, never the keys
@@ -194,6 +221,83 @@ impl Admission {
         self.database
     }
 
+    /// Takes the database locks of [`in_database`](Admission::in_database) only for keys
+    /// that collided lately, instead of on every attempt that names keys: a key becomes
+    /// *contended* when an attempt naming it fails with a transient error other than a lost
+    /// connection (a deadlock, a serialization failure, a lock timeout, `SQLITE_BUSY`),
+    /// and stays contended until `window` has passed without another such failure and
+    /// without an attempt that had to queue for it in this process (while the locks keep
+    /// collisions away, queueing is the sign that the key is still in demand). An attempt
+    /// takes the database locks of all its keys when any of them is contended, and none
+    /// otherwise; the retry that follows a collision is already locked.
+    ///
+    /// This trades the guarantee for cost. Without contention no attempt takes a database
+    /// lock, so admission costs what [`per_key`](Admission::per_key) costs (nothing on the
+    /// database); but until a key has collided in this process, this process's attempts on
+    /// it run without its database lock and can meet another process's attempt on it, as
+    /// with `per_key` alone. The database still keeps the data right (that is what the
+    /// collision is); the first collision per key and window is the price. Use plain
+    /// `in_database` when two processes must never run an attempt on one key at once.
+    ///
+    /// Each process tracks its own keys: it learns of a collision from its own attempts
+    /// only. Memory is bounded by the keys that collided within the last `window`.
+    ///
+    /// # When it pays
+    ///
+    /// Where collisions are quick to detect and cheap to retry. In the lab (BENCHMARKS.md,
+    /// section 4; one shared 2-core machine, so read the spreads there): on MariaDB 10.11
+    /// hot rows, 4 processes × 8 workers, it matched the best configuration with no
+    /// retries, where plain `in_database` reached 63% of it; without contention it took no
+    /// database lock at all. It is the wrong choice on Postgres when transactions can
+    /// deadlock: Postgres detects a deadlock only after `deadlock_timeout` (1 s by
+    /// default), every transaction queued behind the deadlocked ones waits that long, and
+    /// each process must meet a collision on each key before it locks it; a random-order
+    /// transfer workload that plain `in_database` ran at about 1000 commits/s ran at
+    /// 60–200 with this setting. There, use `in_database` alone.
+    ///
+    /// # Default
+    /// Off: with `in_database`, every attempt that names keys takes their database locks.
+    /// [`RetryPolicyBuilder::build`](crate::RetryPolicyBuilder::build) refuses this setting
+    /// without `in_database` ([`PolicyError::ContendedKeysWithoutDatabase`](crate::PolicyError::ContendedKeysWithoutDatabase)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use txretry_core::{Admission, RetryPolicy};
+    ///
+    /// // Database locks only for keys that collided in the last 10 seconds.
+    /// let admission = Admission::per_key()
+    ///     .in_database(Duration::from_secs(5))
+    ///     .only_for_contended_keys(Duration::from_secs(10));
+    /// let policy = RetryPolicy::builder().max_attempts(10).admission(admission).build()?;
+    /// # let _ = policy;
+    /// # Ok::<(), txretry_core::PolicyError>(())
+    /// ```
+    #[must_use]
+    pub fn only_for_contended_keys(mut self, window: Duration) -> Self {
+        self.contended = Some(Arc::new(Collisions {
+            window,
+            recent: Mutex::new(RecentCollisions {
+                last: HashMap::new(),
+                forget_above: KEEP_COLLISIONS,
+            }),
+        }));
+        self
+    }
+
+    /// Whether [`only_for_contended_keys`](Admission::only_for_contended_keys) is set
+    /// without [`in_database`](Admission::in_database) (a policy refuses it).
+    pub(crate) fn contended_without_database(&self) -> bool {
+        self.contended.is_some() && self.database.is_none()
+    }
+
+    /// Whether an attempt on `keys` takes their database locks now.
+    fn locks_in_database(&self, keys: &[u64]) -> bool {
+        match &self.contended {
+            None => true,
+            Some(collisions) => collisions.any_recent(keys, Instant::now()),
+        }
+    }
+
     /// Waits until every key is free and holds them until the permit is dropped. `keys`
     /// must be sorted without repeats (as [`TxOptions`](crate::TxOptions) keeps them):
     /// taking keys in one global order is what rules out waiting in a cycle.
@@ -207,6 +311,8 @@ impl Admission {
             admission: self.clone(),
             held: Vec::with_capacity(keys.len()),
         };
+        // Whether another attempt of this process held one of the keys.
+        let mut queued = false;
         for &key in keys {
             let lock = Arc::clone(
                 self.locks()
@@ -222,12 +328,22 @@ impl Admission {
             // No await between taking the semaphore's permit and recording it, so a
             // cancellation sees either a pending wait (the semaphore takes it back) or
             // `acquired` (the permit gives it back).
-            held.lock
-                .acquire()
-                .await
-                .expect("admission never closes a semaphore")
-                .forget();
+            match held.lock.try_acquire() {
+                Ok(free) => free.forget(),
+                Err(_) => {
+                    queued = true;
+                    held.lock
+                        .acquire()
+                        .await
+                        .expect("admission never closes a semaphore")
+                        .forget();
+                }
+            }
             held.acquired = true;
+        }
+        if queued && let Some(collisions) = &self.contended {
+            // Demand for these keys in this process goes on: keep contended ones locked.
+            collisions.renew(keys, Instant::now());
         }
         permit
     }
@@ -251,7 +367,71 @@ impl fmt::Debug for Admission {
         if let Some(wait) = &self.database {
             debug.field("in_database", wait);
         }
+        if let Some(collisions) = &self.contended {
+            debug.field("only_for_contended_keys", &collisions.window);
+        }
         debug.finish()
+    }
+}
+
+impl Collisions {
+    /// The map, even if a thread panicked while holding it (every update under this lock
+    /// leaves it consistent).
+    fn recent(&self) -> MutexGuard<'_, RecentCollisions> {
+        self.recent.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether any of `keys` collided less than `window` before `now`.
+    fn any_recent(&self, keys: &[u64], now: Instant) -> bool {
+        let recent = self.recent();
+        keys.iter().any(|key| {
+            recent
+                .last
+                .get(key)
+                .is_some_and(|&at| now.saturating_duration_since(at) < self.window)
+        })
+    }
+
+    /// Keeps those of `keys` that are still contended at `now` contended for another
+    /// `window`: an attempt had to queue for them in this process.
+    fn renew(&self, keys: &[u64], now: Instant) {
+        let mut recent = self.recent();
+        for key in keys {
+            if let Some(at) = recent.last.get_mut(key)
+                && now.saturating_duration_since(*at) < self.window
+            {
+                *at = now;
+            }
+        }
+    }
+
+    /// Records that `keys` collided at `now`.
+    fn note(&self, keys: &[u64], now: Instant) {
+        let mut recent = self.recent();
+        for &key in keys {
+            recent.last.insert(key, now);
+        }
+        if recent.last.len() > recent.forget_above {
+            let window = self.window;
+            recent
+                .last
+                .retain(|_, at| now.saturating_duration_since(*at) < window);
+            recent.forget_above = (2 * recent.last.len()).max(KEEP_COLLISIONS);
+        }
+    }
+}
+
+/// After a failed attempt under [`Admission::only_for_contended_keys`]: a transient failure
+/// other than a lost connection marks the transaction's keys contended. Does nothing
+/// otherwise (and costs nothing on the success path, where it is never called).
+#[doc(hidden)]
+pub fn note_failure(policy: &crate::RetryPolicy, options: &crate::TxOptions, verdict: Verdict) {
+    let collided = matches!(verdict, Verdict::Transient(kind) if kind != TransientKind::Connection);
+    if let (true, Some(admission)) = (collided, policy.admission())
+        && let Some(collisions) = &admission.contended
+        && !options.keys().is_empty()
+    {
+        collisions.note(options.keys(), Instant::now());
     }
 }
 
@@ -325,16 +505,19 @@ pub struct DatabaseLocks<'a> {
 }
 
 /// The database locks for an attempt, when the policy's admission is
-/// [`in_database`](Admission::in_database) and the transaction named keys.
+/// [`in_database`](Admission::in_database), the transaction named keys, and (under
+/// [`only_for_contended_keys`](Admission::only_for_contended_keys)) one of them is
+/// contended. Runners ask before every attempt.
 #[doc(hidden)]
 #[inline]
 pub fn database_locks<'a>(
     policy: &'a crate::RetryPolicy,
     options: &'a crate::TxOptions,
 ) -> Option<DatabaseLocks<'a>> {
-    let wait = policy.admission()?.database_wait()?;
+    let admission = policy.admission()?;
+    let wait = admission.database_wait()?;
     let keys = options.keys();
-    (!keys.is_empty()).then_some(DatabaseLocks { keys, wait })
+    (!keys.is_empty() && admission.locks_in_database(keys)).then_some(DatabaseLocks { keys, wait })
 }
 
 impl<'a> DatabaseLocks<'a> {
@@ -452,14 +635,60 @@ impl<'a> DatabaseLocks<'a> {
         }
     }
 
-    /// `SELECT GET_LOCK(<name>, <seconds>)` for one key: 1 granted, 0 timed out, NULL
-    /// interrupted.
-    pub fn mysql_get_lock(&self, key: u64) -> String {
-        format!(
-            "SELECT GET_LOCK('{}', {})",
-            Self::mysql_lock_name(key),
-            self.mysql_timeout_secs()
-        )
+    /// One statement that takes every key's named lock in order and stops at the first
+    /// one not granted, for two keys `SELECT CASE GET_LOCK(<first>, <seconds>) WHEN 1
+    /// THEN CASE GET_LOCK(<second>, <seconds>) WHEN 1 THEN 0 WHEN 0 THEN 4 ELSE 5 END
+    /// WHEN 0 THEN 2 ELSE 3 END` (`CASE` evaluates a branch only when it is taken, so a
+    /// refused key's successors are never asked for). It answers 0 when
+    /// every lock was granted; otherwise [`mysql_refused`](Self::mysql_refused) says which
+    /// key was refused and what `GET_LOCK` returned for it. One round trip, whatever the
+    /// number of keys.
+    pub fn mysql_get_locks(&self) -> String {
+        let seconds = self.mysql_timeout_secs();
+        let mut sql = String::from("SELECT ");
+        for key in self.keys() {
+            let _ = write!(
+                sql,
+                "CASE GET_LOCK('{}', {seconds}) WHEN 1 THEN ",
+                Self::mysql_lock_name(key)
+            );
+        }
+        sql.push('0');
+        for i in (0..self.keys.len()).rev() {
+            let (timed_out, interrupted) = Self::mysql_refusal_answers(i);
+            let _ = write!(sql, " WHEN 0 THEN {timed_out} ELSE {interrupted} END");
+        }
+        sql
+    }
+
+    /// What [`mysql_get_locks`](Self::mysql_get_locks) answers when the key at `index`
+    /// was refused: GET_LOCK returned 0, or NULL.
+    fn mysql_refusal_answers(index: usize) -> (u64, u64) {
+        let base = 2 * (index as u64 + 1);
+        (base, base + 1)
+    }
+
+    /// Reads the answer of [`mysql_get_locks`](Self::mysql_get_locks): `None` when every
+    /// lock was granted, else the key refused and `GET_LOCK`'s result for it (`Some(0)`
+    /// timed out, `None` interrupted), ready for [`mysql_refusal`](Self::mysql_refusal).
+    /// An answer the statement cannot give (NULL, or out of range) is read as the first
+    /// key interrupted: the locks are then in an unknown state, which the runners treat as
+    /// held until released.
+    pub fn mysql_refused(&self, answer: Option<i64>) -> Option<(u64, Option<i64>)> {
+        let first = self.keys.first().copied()?;
+        let Some(answer) = answer.and_then(|a| u64::try_from(a).ok()) else {
+            return Some((first, None));
+        };
+        if answer == 0 {
+            return None;
+        }
+        let index = (answer / 2)
+            .checked_sub(1)
+            .and_then(|i| usize::try_from(i).ok());
+        match index.and_then(|i| self.keys.get(i)) {
+            Some(&key) => Some((key, (answer % 2 == 0).then_some(0))),
+            None => Some((first, None)),
+        }
     }
 }
 
@@ -581,6 +810,151 @@ mod tests {
         assert_eq!(locks.keys().collect::<Vec<_>>(), sorted);
     }
 
+    fn policy_with(admission: Admission) -> crate::RetryPolicy {
+        crate::RetryPolicy::builder()
+            .admission(admission)
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn contended_keys_take_database_locks_for_a_window_after_a_collision() {
+        let window = Duration::from_secs(10);
+        let policy = policy_with(
+            Admission::per_key()
+                .in_database(SECOND)
+                .only_for_contended_keys(window),
+        );
+        let pair = crate::TxOptions::new().contends_on(1).contends_on(2);
+        let one = crate::TxOptions::new().contends_on(2);
+        let other = crate::TxOptions::new().contends_on(3);
+        assert_eq!(database_locks(&policy, &pair), None, "nothing collided yet");
+        // Neither a business error nor a lost connection is a collision.
+        note_failure(&policy, &one, Verdict::Permanent);
+        note_failure(&policy, &one, Verdict::Transient(TransientKind::Connection));
+        note_failure(&policy, &one, Verdict::Ambiguous);
+        assert_eq!(database_locks(&policy, &one), None);
+        note_failure(&policy, &one, Verdict::Transient(TransientKind::Deadlock));
+        let locks = database_locks(&policy, &one).expect("key 2 is contended");
+        assert_eq!(locks.keys().count(), 1);
+        // A transaction naming a contended key locks all its keys; others lock none.
+        let locks = database_locks(&policy, &pair).expect("one of its keys is contended");
+        assert_eq!(locks.keys().count(), 2);
+        assert_eq!(database_locks(&policy, &other), None);
+        // The window runs from the last collision.
+        tokio::time::advance(window - Duration::from_millis(1)).await;
+        assert!(database_locks(&policy, &one).is_some());
+        note_failure(
+            &policy,
+            &pair,
+            Verdict::Transient(TransientKind::SerializationFailure),
+        );
+        tokio::time::advance(window - Duration::from_millis(1)).await;
+        assert!(database_locks(&policy, &one).is_some(), "renewed");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(database_locks(&policy, &one), None, "window over");
+        assert_eq!(database_locks(&policy, &pair), None);
+        // Clones share what they learned; another Admission does not.
+        let clone = policy_with(policy.admission().unwrap().clone());
+        note_failure(&clone, &other, Verdict::Transient(TransientKind::Busy));
+        assert!(database_locks(&policy, &other).is_some());
+        let separate = policy_with(
+            Admission::per_key()
+                .in_database(SECOND)
+                .only_for_contended_keys(window),
+        );
+        assert_eq!(database_locks(&separate, &other), None);
+    }
+
+    /// One attempt on `keys` that queues for half a second behind another, then runs.
+    async fn queue_behind_another(admission: &Admission, keys: &[u64]) {
+        let holder = admission.admit(keys).await;
+        let mut waiter = Box::pin(admission.admit(keys));
+        assert!(
+            timeout(Duration::from_millis(500), &mut waiter)
+                .await
+                .is_err()
+        );
+        drop(holder);
+        drop(waiter.await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queueing_in_this_process_keeps_a_contended_key_locked() {
+        let window = Duration::from_secs(10);
+        let admission = Admission::per_key()
+            .in_database(SECOND)
+            .only_for_contended_keys(window);
+        let policy = policy_with(admission.clone());
+        let key = crate::TxOptions::new().contends_on(1);
+        let hash = [crate::KeyHash::of(1).to_u64()];
+        note_failure(&policy, &key, Verdict::Transient(TransientKind::Deadlock));
+        // An attempt that did not queue renews nothing.
+        tokio::time::advance(Duration::from_secs(9)).await;
+        drop(admission.admit(&hash).await);
+        // One that queued behind another attempt on the key renews it.
+        queue_behind_another(&admission, &hash).await;
+        // Renewed at 9.5 s: contended until 19.5 s.
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(
+            database_locks(&policy, &key).is_some(),
+            "renewed by queueing"
+        );
+        tokio::time::advance(SECOND).await;
+        assert_eq!(database_locks(&policy, &key), None, "window over");
+        // Queueing never makes a key contended by itself.
+        queue_behind_another(&admission, &hash).await;
+        assert_eq!(database_locks(&policy, &key), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn collisions_past_their_window_are_forgotten() {
+        let window = SECOND;
+        let admission = Admission::per_key()
+            .in_database(SECOND)
+            .only_for_contended_keys(window);
+        let collisions = admission.contended.clone().unwrap();
+        let len = || collisions.recent().last.len();
+        for key in 0..1_000 {
+            collisions.note(&[key], Instant::now());
+        }
+        assert_eq!(len(), 1_000);
+        tokio::time::advance(window).await;
+        // New collisions push the map past its threshold (at most twice what was kept at
+        // the last cleanup), which forgets every key whose window is over.
+        for key in 1_000..3_000 {
+            collisions.note(&[key], Instant::now());
+        }
+        let kept = collisions.recent();
+        assert!(!kept.last.contains_key(&0), "an old collision is kept");
+        assert!(kept.last.len() <= 2_000, "{} entries kept", kept.last.len());
+        drop(kept);
+        assert!(collisions.any_recent(&[2_999], Instant::now()));
+        assert!(!collisions.any_recent(&[0], Instant::now()));
+    }
+
+    #[test]
+    fn contended_keys_need_database_locks() {
+        let refused = crate::RetryPolicy::builder()
+            .admission(Admission::per_key().only_for_contended_keys(SECOND))
+            .build()
+            .unwrap_err();
+        assert_eq!(refused, crate::PolicyError::ContendedKeysWithoutDatabase);
+        assert!(
+            refused.to_string().contains("needs in_database"),
+            "{refused}"
+        );
+        // In either order.
+        crate::RetryPolicy::builder()
+            .admission(
+                Admission::per_key()
+                    .only_for_contended_keys(SECOND)
+                    .in_database(SECOND),
+            )
+            .build()
+            .unwrap();
+    }
+
     #[test]
     fn debug_shows_the_database_wait_when_on() {
         assert_eq!(
@@ -590,6 +964,15 @@ mod tests {
         assert_eq!(
             format!("{:?}", Admission::per_key().in_database(SECOND)),
             "Admission { keys_in_use: 0, in_database: 1s }"
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                Admission::per_key()
+                    .in_database(SECOND)
+                    .only_for_contended_keys(SECOND)
+            ),
+            "Admission { keys_in_use: 0, in_database: 1s, only_for_contended_keys: 1s }"
         );
     }
 
@@ -673,9 +1056,24 @@ mod tests {
         );
         let locks = DatabaseLocks::new(&[7, ACCOUNT_42], Duration::from_millis(2_500));
         assert_eq!(
-            locks.mysql_get_lock(ACCOUNT_42),
-            "SELECT GET_LOCK('txretry:cec6cacd78fe11c7', 3)"
+            locks.mysql_get_locks(),
+            "SELECT CASE GET_LOCK('txretry:0000000000000007', 3) WHEN 1 THEN \
+             CASE GET_LOCK('txretry:cec6cacd78fe11c7', 3) WHEN 1 THEN 0 \
+             WHEN 0 THEN 4 ELSE 5 END WHEN 0 THEN 2 ELSE 3 END"
         );
+        // Every answer the statement can give, and some it cannot.
+        assert_eq!(locks.mysql_refused(Some(0)), None);
+        assert_eq!(locks.mysql_refused(Some(2)), Some((7, Some(0))));
+        assert_eq!(locks.mysql_refused(Some(3)), Some((7, None)));
+        assert_eq!(locks.mysql_refused(Some(4)), Some((ACCOUNT_42, Some(0))));
+        assert_eq!(locks.mysql_refused(Some(5)), Some((ACCOUNT_42, None)));
+        for impossible in [None, Some(1), Some(6), Some(-1), Some(i64::MAX)] {
+            assert_eq!(
+                locks.mysql_refused(impossible),
+                Some((7, None)),
+                "{impossible:?}"
+            );
+        }
         assert_eq!(DatabaseLocks::MYSQL_RELEASE, "DO RELEASE_ALL_LOCKS()");
         assert_eq!(
             locks.mysql_refusal(7, Some(0)),
@@ -718,7 +1116,7 @@ mod tests {
             locks.postgres_begin("BEGIN"),
             locks.postgres_in_transaction(),
         ];
-        texts.extend(keys.iter().map(|&k| locks.mysql_get_lock(k)));
+        texts.push(locks.mysql_get_locks());
         let fixed = [
             "BEGIN ISOLATION LEVEL READ COMMITTED",
             "SET LOCAL lock_timeout = '1000ms'",
@@ -729,7 +1127,12 @@ mod tests {
             "pg_advisory_unlock(",
             "SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true)",
             "SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true)",
-            "SELECT GET_LOCK('txretry:",
+            "SELECT ",
+            "CASE GET_LOCK('txretry:",
+            " WHEN 1 THEN ",
+            " WHEN 0 THEN ",
+            " ELSE ",
+            " END",
             "COMMIT",
             "BEGIN",
         ];

@@ -50,7 +50,9 @@ pub use run::{RetryState, TxFailure};
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::admission::{DatabaseLocks, Permit, admission_for, database_locks};
+    pub use crate::admission::{
+        DatabaseLocks, Permit, admission_for, database_locks, note_failure,
+    };
     pub use crate::registry::Extractor;
     pub use crate::sleep::sleep;
     pub use inventory;

@@ -437,6 +437,13 @@ impl RetryPolicyBuilder {
                 initial: self.backoff.initial(),
             });
         }
+        if self
+            .admission
+            .as_ref()
+            .is_some_and(Admission::contended_without_database)
+        {
+            return Err(PolicyError::ContendedKeysWithoutDatabase);
+        }
         Ok(RetryPolicy {
             inner: Arc::new(Inner {
                 max_attempts: self.max_attempts,
@@ -472,6 +479,10 @@ pub enum PolicyError {
         /// The first wait of the backoff.
         initial: Duration,
     },
+    /// The admission was [`only_for_contended_keys`](crate::Admission::only_for_contended_keys)
+    /// without [`in_database`](crate::Admission::in_database): there are no database locks
+    /// to take only for contended keys.
+    ContendedKeysWithoutDatabase,
 }
 
 impl fmt::Display for PolicyError {
@@ -488,6 +499,9 @@ impl fmt::Display for PolicyError {
             PolicyError::MaxDelayBelowInitial { max_delay, initial } => write!(
                 f,
                 "max_delay ({max_delay:?}) must not be below the initial backoff delay ({initial:?})"
+            ),
+            PolicyError::ContendedKeysWithoutDatabase => f.write_str(
+                "admission: only_for_contended_keys needs in_database (there are no database locks to limit)",
             ),
         }
     }

@@ -165,6 +165,13 @@ macro_rules! retry_async {
                     $attempt.await
                 }
             };
+            if let ::core::result::Result::Err(failure) = &outcome {
+                $crate::__private::note_failure(
+                    $state.policy(),
+                    $options,
+                    failure.classification().verdict,
+                );
+            }
             $crate::__retry_async_step!($state, outcome)
         }
     }};

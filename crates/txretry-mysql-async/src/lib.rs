@@ -183,8 +183,9 @@ where
 /// Under a policy whose [`Admission`](txretry_core::Admission) is
 /// [`in_database`](txretry_core::Admission::in_database), an attempt that names keys
 /// ([`TxOptions::contends_on`]) takes one named lock per key before `START TRANSACTION`,
-/// one round trip each, in key order:
-/// `SELECT GET_LOCK('txretry:<16 hex digits of the KeyHash>', <wait in whole seconds, rounded up>)`.
+/// in key order, all in one round trip: a `SELECT` of nested `CASE`s that calls
+/// `GET_LOCK('txretry:<16 hex digits of the KeyHash>', <wait in whole seconds, rounded up>)`
+/// for each key and stops at the first one not granted.
 /// After COMMIT or ROLLBACK, on every path, it sends `DO RELEASE_ALL_LOCKS()` (one more
 /// round trip) before the connection goes back to the pool; this releases every named lock
 /// the session holds, including any the closure took. A connection whose locks could not
@@ -241,9 +242,10 @@ where
 {
     let (tx_opts, untyped_level) = tx_opts(&options);
     let mut state = RetryState::new(&policy, &options);
-    // Database-backed admission: the named locks each attempt takes, if any.
-    let locks = database_locks(&policy, &options);
     txretry_core::retry_async!(state, admission = &options, async {
+        // Database-backed admission: the named locks this attempt takes, if any (asked per
+        // attempt: with `only_for_contended_keys` a collision turns them on).
+        let locks = database_locks(&policy, &options);
         let conn = pool
             .get_conn()
             .await
@@ -346,24 +348,23 @@ where
     failure
 }
 
-/// Takes the named locks of database-backed admission, one `SELECT GET_LOCK(…)` per key in
+/// Takes the named locks of database-backed admission, one `SELECT` for all the keys in
 /// order (text protocol); stops at the first one not granted, with the server error a
 /// statement would have failed with (1205 for 0, 1317 for NULL; see
 /// [`transaction_with`]).
 async fn take_locks(conn: &mut Conn, locks: &DatabaseLocks<'_>) -> Result<(), Error> {
-    for key in locks.keys() {
-        let granted: Option<Option<i64>> = conn.query_first(locks.mysql_get_lock(key)).await?;
-        let granted = granted.flatten();
-        if granted != Some(1) {
+    let answer: Option<Option<i64>> = conn.query_first(locks.mysql_get_locks()).await?;
+    match locks.mysql_refused(answer.flatten()) {
+        None => Ok(()),
+        Some((key, granted)) => {
             let (code, state, message) = locks.mysql_refusal(key, granted);
-            return Err(Error::Server(ServerError {
+            Err(Error::Server(ServerError {
                 code,
                 message,
                 state: state.into(),
-            }));
+            }))
         }
     }
-    Ok(())
 }
 
 /// A pooled connection one attempt holds. Dropped without [`Lease::release`] (the attempt

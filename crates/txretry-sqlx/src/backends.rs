@@ -80,8 +80,8 @@ impl sealed::Sealed for sqlx::MySql {}
 /// only; should `START TRANSACTION` then fail, the runner closes the connection rather than
 /// pool it with that level pending.
 ///
-/// Database-backed admission takes named locks, `SELECT GET_LOCK(…)` per key, before
-/// BEGIN, and releases them with `DO RELEASE_ALL_LOCKS()` after the transaction.
+/// Database-backed admission takes named locks, one `SELECT` of `GET_LOCK(…)` for all the
+/// keys, before BEGIN, and releases them with `DO RELEASE_ALL_LOCKS()` after the transaction.
 #[cfg(feature = "mysql")]
 impl Backend for sqlx::MySql {
     fn begin_statement(options: &TxOptions, _: Option<&DatabaseLocks<'_>>) -> SqlStr {
@@ -123,24 +123,23 @@ impl Backend for sqlx::MySql {
 
     const LOCK_CLEANUP: &'static str = DatabaseLocks::MYSQL_RELEASE;
 
-    /// One `SELECT GET_LOCK(…)` per key, in order, over the text protocol (no prepared
-    /// statement per key); stops at the first lock not granted.
+    /// One `SELECT` that takes every key's `GET_LOCK` in order, over the text protocol (no
+    /// prepared statement), stopping at the first lock not granted.
     async fn take_locks(
         conn: &mut sqlx::MySqlConnection,
         locks: DatabaseLocks<'_>,
     ) -> Result<(), sqlx::Error> {
         use sqlx::Row;
-        for key in locks.keys() {
-            let row = sqlx::raw_sql(AssertSqlSafe(locks.mysql_get_lock(key)))
-                .fetch_one(&mut *conn)
-                .await?;
-            let granted: Option<i64> = row.try_get(0)?;
-            if granted != Some(1) {
+        let row = sqlx::raw_sql(AssertSqlSafe(locks.mysql_get_locks()))
+            .fetch_one(&mut *conn)
+            .await?;
+        match locks.mysql_refused(row.try_get(0)?) {
+            None => Ok(()),
+            Some((key, granted)) => {
                 let refused = crate::admission::LockNotGranted::new(&locks, key, granted);
-                return Err(sqlx::Error::Database(Box::new(refused)));
+                Err(sqlx::Error::Database(Box::new(refused)))
             }
         }
-        Ok(())
     }
 
     async fn run_statement(

@@ -263,13 +263,14 @@ where
     E: From<sqlx::Error> + AsError<V>,
 {
     let mut state = RetryState::new(&policy, &options);
-    // Database-backed admission: the locks each attempt takes on the database, if any.
-    let locks = match DB::LOCKS {
-        LockStyle::None => None,
-        LockStyle::InBegin | LockStyle::Session => database_locks(&policy, &options),
-    };
-    let locks_in_begin = locks.filter(|_| DB::LOCKS == LockStyle::InBegin);
     txretry_core::retry_async!(state, admission = &options, async {
+        // Database-backed admission: the locks this attempt takes on the database, if any
+        // (asked per attempt: with `only_for_contended_keys` a collision turns them on).
+        let locks = match DB::LOCKS {
+            LockStyle::None => None,
+            LockStyle::InBegin | LockStyle::Session => database_locks(&policy, &options),
+        };
+        let locks_in_begin = locks.filter(|_| DB::LOCKS == LockStyle::InBegin);
         let body = |error: E| TxFailure::in_body(&policy, extract, error);
         let conn = pool.acquire().await.map_err(|e| body(E::from(e)))?;
         // Until the session is known clean, dropping the lease (the caller dropped our

@@ -13,6 +13,7 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod contended;
 #[cfg(feature = "mysql")]
 mod galera;
 pub mod intervals;

@@ -284,9 +284,11 @@ where
     E: From<tokio_postgres::Error> + AsError<V>,
 {
     let mut state = RetryState::new(&policy, &options);
-    // Database-backed admission: the statements that take the keys' locks, if any.
-    let lock_sql = database_locks(&policy, &options).map(|locks| locks.postgres_in_transaction());
     txretry_core::retry_async!(state, admission = &options, async {
+        // Database-backed admission: the statements that take the keys' locks, if any
+        // (asked per attempt: with `only_for_contended_keys` a collision turns them on).
+        let lock_sql =
+            database_locks(&policy, &options).map(|locks| locks.postgres_in_transaction());
         let level = options.get_isolation();
         let typed = level.and_then(typed_level);
         let mut tx = begin(client, typed, options.is_read_only())
