@@ -215,6 +215,9 @@ pub enum PolicyArg {
     /// contention plus database locks per key (`Admission::in_database`): transactions
     /// naming the same row take turns across processes too.
     Database,
+    /// database, but the locks only for rows that collided in the last 10 s
+    /// (`Admission::only_for_contended_keys`): no database lock without contention.
+    Adaptive,
     /// Every preset, one after the other, in one comparison table.
     All,
 }

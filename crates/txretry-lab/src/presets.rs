@@ -36,21 +36,28 @@ pub enum Preset {
     /// `Contention` plus `Admission::in_database(DATABASE_WAIT)`: the keys are also locked
     /// on the database, so several processes take turns too.
     Database,
+    /// `Database` with `only_for_contended_keys(CONTENDED_WINDOW)`: the database locks
+    /// only for keys that collided lately.
+    Adaptive,
 }
 
 /// How long the `database` preset waits for each key's database lock before the attempt
 /// fails with a lock timeout (and is retried).
 pub const DATABASE_WAIT: Duration = Duration::from_secs(5);
 
+/// How long a collision keeps a key's database locks on under the `adaptive` preset.
+pub const CONTENDED_WINDOW: Duration = Duration::from_secs(10);
+
 impl Preset {
     /// Every preset, in the order `--policy all` runs them.
-    pub const ALL: [Preset; 6] = [
+    pub const ALL: [Preset; 7] = [
         Preset::None,
         Preset::Default,
         Preset::Immediate,
         Preset::ExpJitter,
         Preset::Contention,
         Preset::Database,
+        Preset::Adaptive,
     ];
 
     /// The presets a `--policy` value asks for.
@@ -62,6 +69,7 @@ impl Preset {
             PolicyArg::ExpJitter => vec![Preset::ExpJitter],
             PolicyArg::Contention => vec![Preset::Contention],
             PolicyArg::Database => vec![Preset::Database],
+            PolicyArg::Adaptive => vec![Preset::Adaptive],
             PolicyArg::All => Preset::ALL.to_vec(),
         }
     }
@@ -75,6 +83,7 @@ impl Preset {
             Preset::ExpJitter => "exp-jitter",
             Preset::Contention => "contention",
             Preset::Database => "database",
+            Preset::Adaptive => "adaptive",
         }
     }
 
@@ -95,12 +104,20 @@ impl Preset {
                 "{exp}, per-key admission with database locks (wait {}s; none on SQLite)",
                 DATABASE_WAIT.as_secs()
             ),
+            Preset::Adaptive => format!(
+                "{exp}, per-key admission with database locks for keys that collided in the last {}s (wait {}s; none on SQLite)",
+                CONTENDED_WINDOW.as_secs(),
+                DATABASE_WAIT.as_secs()
+            ),
         }
     }
 
     /// Whether transactions should name the keys they contend on.
     pub fn names_keys(self) -> bool {
-        matches!(self, Preset::Contention | Preset::Database)
+        matches!(
+            self,
+            Preset::Contention | Preset::Database | Preset::Adaptive
+        )
     }
 
     /// The policy for one run. Retries are counted into `counter`; `admission` is shared by
@@ -119,7 +136,7 @@ impl Preset {
         builder = match self {
             Preset::None | Preset::Default => builder,
             Preset::Immediate => builder.max_attempts(MANY_ATTEMPTS).backoff(Backoff::None),
-            Preset::ExpJitter | Preset::Contention | Preset::Database => builder
+            Preset::ExpJitter | Preset::Contention | Preset::Database | Preset::Adaptive => builder
                 .max_attempts(MANY_ATTEMPTS)
                 .backoff(Backoff::Exponential {
                     initial: EXP_INITIAL,
@@ -132,6 +149,14 @@ impl Preset {
             Preset::Contention => builder = builder.admission(admission.clone()),
             Preset::Database => {
                 builder = builder.admission(admission.clone().in_database(DATABASE_WAIT));
+            }
+            Preset::Adaptive => {
+                builder = builder.admission(
+                    admission
+                        .clone()
+                        .in_database(DATABASE_WAIT)
+                        .only_for_contended_keys(CONTENDED_WINDOW),
+                );
             }
             _ => {}
         }
@@ -171,6 +196,7 @@ mod tests {
             Preset::ExpJitter,
             Preset::Contention,
             Preset::Database,
+            Preset::Adaptive,
         ] {
             assert_eq!(
                 preset.policy(&counter, &admission).max_attempts(),

@@ -56,7 +56,7 @@ pub struct SweepArgs {
     pub workers: WorkerList,
 
     /// Presets, comma-separated, or `all` (none, default, immediate, exp-jitter,
-    /// contention, database).
+    /// contention, database, adaptive).
     #[arg(long, value_name = "LIST", default_value = "all", value_parser = parse_policy_list)]
     pub policy: PolicyList,
 

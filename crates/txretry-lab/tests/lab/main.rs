@@ -104,11 +104,12 @@ pub fn check_run_shape(run: &serde_json::Value, workers: u64) {
 }
 
 /// The preset names `--policy all` runs, in order.
-pub const PRESETS: [&str; 6] = [
+pub const PRESETS: [&str; 7] = [
     "none",
     "default",
     "immediate",
     "exp-jitter",
     "contention",
     "database",
+    "adaptive",
 ];
