@@ -125,7 +125,7 @@ impl Admission {
     /// collapses on `deadlock_timeout` into one of the best configurations measured; on
     /// MariaDB 10.11, where InnoDB detects deadlocks at once, per-process admission alone
     /// did better in the same workloads. Without contention it cost 9–23% of goodput on
-    /// Postgres and 33% on MariaDB in the runs that could tell. Turn it on where several
+    /// Postgres and 17–33% on MariaDB. Turn it on where several
     /// processes collide on the same keys and the database resolves the collisions slowly
     /// or by aborting, and measure with `txretry-lab --processes N`.
     /// [`only_for_contended_keys`](Admission::only_for_contended_keys) removes the cost
