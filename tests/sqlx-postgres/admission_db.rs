@@ -619,10 +619,13 @@ async fn contended_keys_are_locked_after_their_first_collision() {
         let held = held_per_attempt(pool, policy, step.row, step.collide).await;
         assert_eq!(held, step.held, "{}", step.what);
     }
-    let v: i32 = sqlx::query_scalar(sql(format!("SELECT v FROM {table} WHERE id = 1")))
-        .fetch_one(&mut connect(&url).await)
-        .await
-        .unwrap();
-    assert_eq!(i64::from(v), contended::ROW_1_AFTER);
+    let mut observer = connect(&url).await;
+    for (id, after) in [(1, contended::ROW_1_AFTER), (2, contended::ROW_2_AFTER)] {
+        let v: i32 = sqlx::query_scalar(sql(format!("SELECT v FROM {table} WHERE id = {id}")))
+            .fetch_one(&mut observer)
+            .await
+            .unwrap();
+        assert_eq!(i64::from(v), after, "row {id}");
+    }
     drop_table(&url, &table).await;
 }

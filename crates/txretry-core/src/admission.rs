@@ -682,13 +682,12 @@ impl<'a> DatabaseLocks<'a> {
         if answer == 0 {
             return None;
         }
-        let index = (answer / 2)
-            .checked_sub(1)
-            .and_then(|i| usize::try_from(i).ok());
-        match index.and_then(|i| self.keys.get(i)) {
-            Some(&key) => Some((key, (answer % 2 == 0).then_some(0))),
-            None => Some((first, None)),
-        }
+        let refused = self.keys().enumerate().find_map(|(i, key)| {
+            let (timed_out, interrupted) = Self::mysql_refusal_answers(i);
+            (answer == timed_out || answer == interrupted)
+                .then_some((key, (answer == timed_out).then_some(0)))
+        });
+        Some(refused.unwrap_or((first, None)))
     }
 }
 

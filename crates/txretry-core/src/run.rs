@@ -162,16 +162,19 @@ macro_rules! retry_async {
                 ::core::option::Option::None => $attempt.await,
                 ::core::option::Option::Some(admission) => {
                     let _permit = admission.await;
-                    $attempt.await
+                    let outcome = $attempt.await;
+                    // Before the permit goes: the next attempt on these keys in this
+                    // process must already see a collision.
+                    if let ::core::result::Result::Err(failure) = &outcome {
+                        $crate::__private::note_failure(
+                            $state.policy(),
+                            $options,
+                            failure.classification().verdict,
+                        );
+                    }
+                    outcome
                 }
             };
-            if let ::core::result::Result::Err(failure) = &outcome {
-                $crate::__private::note_failure(
-                    $state.policy(),
-                    $options,
-                    failure.classification().verdict,
-                );
-            }
             $crate::__retry_async_step!($state, outcome)
         }
     }};

@@ -167,13 +167,18 @@ mod tests {
         )
     }
 
+    /// A Postgres server with the default `deadlock_timeout` (1 s).
+    fn postgres_facts() -> Facts {
+        Facts {
+            deadlock_timeout: Some(Duration::from_secs(1)),
+            ..Facts::default()
+        }
+    }
+
     #[test]
     fn a_p50_near_deadlock_timeout_is_explained() {
         let pg = setup("postgres", None);
-        let facts = Facts {
-            deadlock_timeout: Some(Duration::from_secs(1)),
-            ..Facts::default()
-        };
+        let facts = postgres_facts();
         let slow = report(&pg, Preset::ExpJitter, 0, 5, 987_000);
         let fast = report(&pg, Preset::Contention, 0, 0, 3_000);
         let hints = hints(&pg, &[slow, fast], &facts);
@@ -188,10 +193,7 @@ mod tests {
     #[test]
     fn a_p95_near_deadlock_timeout_is_explained_when_deadlocks_were_met() {
         let pg = setup("postgres", None);
-        let facts = Facts {
-            deadlock_timeout: Some(Duration::from_secs(1)),
-            ..Facts::default()
-        };
+        let facts = postgres_facts();
         let with_tail = |retries| {
             let mut r = report(&pg, Preset::Default, 0, retries, 65_000);
             r.p95_ms = Some(6067.0);

@@ -206,7 +206,9 @@ where
 /// for the keys named with [`TxOptions::contends_on`], and releases them when the attempt
 /// ends. With [`Admission::in_database`](txretry_core::Admission::in_database) the
 /// admitted attempt also takes one lock per key on the database, so that processes take
-/// turns too:
+/// turns too (with
+/// [`only_for_contended_keys`](txretry_core::Admission::only_for_contended_keys), only
+/// while one of its keys is contended):
 ///
 /// - Postgres: in BEGIN's own round trip (the message is shown on `in_database`): the
 ///   wait happens before the transaction's snapshot, so REPEATABLE READ and SERIALIZABLE
@@ -214,8 +216,8 @@ where
 ///   wait fails the attempt with Postgres' own `55P03` (`LockTimeout`); the runner then
 ///   sends `ROLLBACK; SELECT pg_advisory_unlock_all()` before the connection goes back to
 ///   the pool.
-/// - MySQL / MariaDB: `SELECT GET_LOCK(…)` per key before BEGIN (one round trip each) and
-///   `DO RELEASE_ALL_LOCKS()` after COMMIT or ROLLBACK (one more). A lock not granted in
+/// - MySQL / MariaDB: one `SELECT` of `GET_LOCK(…)` for all the keys before BEGIN (one
+///   round trip) and `DO RELEASE_ALL_LOCKS()` after COMMIT or ROLLBACK (one more). A lock not granted in
 ///   time fails the attempt with a [`sqlx::Error::Database`] holding a
 ///   [`LockNotGranted`](crate::LockNotGranted) (errno 1205, `LockTimeout`).
 /// - SQLite: nothing (one writer at a time already).
