@@ -629,3 +629,98 @@ async fn contended_keys_are_locked_after_their_first_collision() {
     }
     drop_table(&url, &table).await;
 }
+
+/// The query of the `app` session that waits for an advisory lock, once one does.
+async fn waiting_query(observer: &mut PgConnection, app: &str) -> String {
+    wait_for_advisory_wait(observer, app).await;
+    sqlx::query_scalar(
+        "SELECT query FROM pg_stat_activity
+         WHERE application_name = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+    )
+    .bind(app)
+    .fetch_one(observer)
+    .await
+    .unwrap()
+}
+
+/// A key nobody holds is tried in BEGIN's round trip and held for the whole transaction;
+/// a key another session holds is then waited for in the same attempt (a policy of one
+/// attempt still commits), before the snapshot; and for the next second the process waits
+/// for that key at once, without trying it first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_held_elsewhere_is_waited_for_in_the_same_attempt() {
+    let Some(url) = url("sqlx-postgres admission_db try first") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_pg_try");
+    let (key, id) = key(&name, 1);
+    let options = TxOptions::new()
+        .isolation(Isolation::RepeatableRead)
+        .contends_on(key);
+    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
+    let (pool_a, pool_b) = (process(&url, &a, 1).await, process(&url, &b, 1).await);
+    let mut observer = connect(&url).await;
+    // One attempt: a failed try that surfaced, or a retry, would fail the test.
+    let once = policy(shared(), 1);
+
+    // Free: tried and taken, for the whole transaction.
+    let own_locks = within(txretry::sqlx::transaction_with(
+        &pool_b,
+        &once,
+        &options,
+        async |tx| {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM pg_locks
+                 WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND granted",
+            )
+            .fetch_one(&mut **tx)
+            .await
+        },
+    ))
+    .await
+    .unwrap();
+    assert_eq!(own_locks, 1);
+
+    for (round, waits_with) in [
+        // Tried in BEGIN, found held: the failed transaction is rolled back and the
+        // wait begins in the same message.
+        (
+            "first",
+            "ROLLBACK; BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout",
+        ),
+        // Busy within the last second: no try, the wait at once.
+        (
+            "second",
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout",
+        ),
+    ] {
+        let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let holder = hold(
+            &pool_a,
+            &policy(shared(), 1),
+            &options,
+            holding.clone(),
+            release.clone(),
+        );
+        within(holding.notified()).await;
+        let ran = Arc::new(AtomicU32::new(0));
+        let counter = ran.clone();
+        let waiter = tokio::spawn(txretry::sqlx::transaction_with(
+            &pool_b,
+            &once,
+            &options,
+            async move |_tx| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, sqlx::Error>(())
+            },
+        ));
+        let query = waiting_query(&mut observer, &b).await;
+        assert!(query.starts_with(waits_with), "{round} round: {query}");
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "{round} round");
+        release.notify_one();
+        within(holder).await.unwrap().unwrap();
+        within(waiter).await.unwrap().unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "{round} round");
+    }
+    assert_eq!(advisory_holders(&mut observer, id).await, 0);
+}

@@ -566,3 +566,89 @@ async fn contended_keys_are_locked_after_their_first_collision() {
     assert_eq!(value(&observer, &table, 2).await, contended::ROW_2_AFTER);
     drop_table(&url, &table).await;
 }
+
+/// A key nobody holds is tried in one statement and held for the whole transaction; a key
+/// another session holds is then waited for in the same attempt (a policy of one attempt
+/// still commits); and for the next second the process waits for that key at once,
+/// without trying it first. Which way the locks were taken shows inside the transaction:
+/// only the wait saves the session's `lock_timeout` in `txretry.lock_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_held_elsewhere_is_waited_for_in_the_same_attempt() {
+    let Some(url) = url("tokio_postgres::admission_db try first") else {
+        return;
+    };
+    let name = txretry_testkit::unique_name("adm_tp_try");
+    let (key, id) = key(&name, 1);
+    let options = TxOptions::new().contends_on(key);
+    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
+    let observer = connect_as(&url, "observer").await;
+    let mut client_b = connect_as(&url, &b).await;
+    // One attempt: a failed try that surfaced, or a retry, would fail the test.
+    let once = policy(shared(), 1);
+    let how_locked = async |client: &mut Client| {
+        within(txretry::tokio_postgres::transaction_with(
+            client,
+            &once,
+            &options,
+            async |tx| {
+                let row = tx
+                    .query_one(
+                        "SELECT (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()
+                                 AND locktype = 'advisory' AND granted),
+                                current_setting('txretry.lock_timeout', true)",
+                        &[],
+                    )
+                    .await?;
+                Ok::<_, tokio_postgres::Error>((
+                    row.get::<_, i64>(0),
+                    row.get::<_, Option<String>>(1),
+                ))
+            },
+        ))
+        .await
+        .unwrap()
+    };
+
+    // Free: tried and taken, for the whole transaction; no wait.
+    assert_eq!(how_locked(&mut client_b).await, (1, None));
+
+    // Held by A: tried, found held, waited for in the same attempt.
+    let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let holder = hold(
+        connect_as(&url, &a).await,
+        options.clone(),
+        holding.clone(),
+        release.clone(),
+    );
+    within(holding.notified()).await;
+    let ran = Arc::new(AtomicU32::new(0));
+    let counter = ran.clone();
+    let waiter = tokio::spawn({
+        let (once, options) = (once.clone(), options.clone());
+        async move {
+            txretry::tokio_postgres::transaction_with(
+                &mut client_b,
+                &once,
+                &options,
+                async move |_tx| {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, tokio_postgres::Error>(())
+                },
+            )
+            .await
+            .map(|()| client_b)
+        }
+    });
+    wait_for_advisory_wait(&observer, &b).await;
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    let mut client_b = within(waiter).await.unwrap().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+
+    // Busy within the last second: waited for at once, though free now.
+    let (held, saved) = how_locked(&mut client_b).await;
+    assert_eq!(held, 1);
+    assert!(saved.is_some(), "the wait saves lock_timeout");
+    assert_eq!(advisory_holders(&observer, id).await, 0);
+}

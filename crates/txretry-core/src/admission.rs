@@ -62,6 +62,10 @@ pub struct Admission {
     database: Option<Duration>,
     /// With [`Admission::only_for_contended_keys`]: the keys that collided lately.
     contended: Option<Arc<Collisions>>,
+    /// With [`Admission::in_database`]: the keys lately found locked by another session, or
+    /// whose attempt collided. Postgres attempts on them wait for their locks at once
+    /// instead of trying them first.
+    busy: Option<Arc<Collisions>>,
 }
 
 /// When each key last collided, for [`Admission::only_for_contended_keys`]. Shared by the
@@ -82,6 +86,12 @@ struct RecentCollisions {
 
 /// The fewest entries [`RecentCollisions`] keeps before it forgets old ones.
 const KEEP_COLLISIONS: usize = 64;
+
+/// How long a key found locked by another session (or whose attempt collided) has its
+/// Postgres locks waited for at once, without trying them first: long enough that a key
+/// in steady demand across processes pays the failed try about once a second per
+/// process, short enough that a key no longer in demand soon costs only the try again.
+const BUSY_WINDOW: Duration = Duration::from_secs(1);
 
 /// The longest wait for a database lock: Postgres' `lock_timeout` is an `int` of
 /// milliseconds.
@@ -117,15 +127,17 @@ impl Admission {
     /// # What it costs, and when it pays
     ///
     /// The locks are extra work on every transaction that names keys, contended or not:
-    /// on Postgres a few statements in BEGIN's round trip (`txretry::sqlx`) or one more
-    /// round trip (`txretry::tokio_postgres`); on MySQL and MariaDB one round trip to take
-    /// the locks and one to release them. Measured with the lab (BENCHMARKS.md, section 4;
-    /// one shared 2-core machine, 4 processes × 8 workers, so read the spreads there): on
-    /// Postgres it kept retries at zero and turned a random-order transfer workload that
-    /// collapses on `deadlock_timeout` into one of the best configurations measured; on
-    /// MariaDB 10.11, where InnoDB detects deadlocks at once, per-process admission alone
-    /// did better in the same workloads. Without contention it cost 9–23% of goodput on
-    /// Postgres and 17–33% on MariaDB. Turn it on where several
+    /// on Postgres one statement in BEGIN's round trip (`txretry::sqlx`) or one more
+    /// round trip (`txretry::tokio_postgres`), and a lock in the server's lock table; on
+    /// MySQL and MariaDB one round trip to take the locks and one to release them.
+    /// Measured with the lab (BENCHMARKS.md, section 4; one 2-core machine, 4 processes ×
+    /// 8 workers, so read the spreads there): on Postgres it kept retries at zero and
+    /// turned a random-order transfer workload that collapses on `deadlock_timeout` into
+    /// one of the best configurations measured; on MariaDB 10.11, where InnoDB detects
+    /// deadlocks at once, per-process admission alone did better in the same workloads.
+    /// Without contention, on single-row transactions, it cost about 14% of goodput on
+    /// Postgres (pgbench, with the same statements and no txretry, shows the advisory lock
+    /// alone costing 8–10% there) and 17–33% on MariaDB. Turn it on where several
     /// processes collide on the same keys and the database resolves the collisions slowly
     /// or by aborting, and measure with `txretry-lab --processes N`.
     /// [`only_for_contended_keys`](Admission::only_for_contended_keys) removes the cost
@@ -145,7 +157,26 @@ impl Admission {
     /// runners on one database take turns with each other, and so does another service, in
     /// any language, that takes the same locks.
     ///
-    /// **Postgres, `txretry::sqlx`.** BEGIN's round trip is one message:
+    /// **Postgres: try first, wait when taken.** An attempt first *tries* its keys' locks,
+    /// without waiting, in one statement; only when another session holds one does it
+    /// wait for them, in the same attempt (nothing of the transaction has run, so this is
+    /// not a retry). A key found held, or whose attempt collided (a transient failure other
+    /// than a lost connection), is *busy* for the next second: this process's attempts on
+    /// it wait at once, without the try.
+    ///
+    /// **Postgres, `txretry::sqlx`.** BEGIN's round trip is one message. When no key is
+    /// busy:
+    ///
+    /// ```text
+    /// <the transaction's BEGIN>; SELECT CAST(CASE WHEN pg_try_advisory_xact_lock(<key>) THEN …
+    ///   '0' … ELSE 'txretry admission: advisory lock <key> is held by another session' END AS int)
+    /// ```
+    ///
+    /// The `CASE`s try the keys in order and stop at the first one held elsewhere, whose
+    /// text then fails the cast (`22P02`): sqlx discards BEGIN's rows, so only an error can
+    /// say "taken", and plain SQL has no other way to raise one. The server logs that error
+    /// like any other. The runner recognizes it (by its text) and sends, in one more round
+    /// trip, `ROLLBACK;` and the waiting form, which is also what a busy key gets at once:
     ///
     /// ```text
     /// BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '<wait>ms';
@@ -160,10 +191,21 @@ impl Admission {
     /// COMMIT, ROLLBACK and the end of the session release. `lock_timeout` is set in the
     /// short transaction only (at least 1 ms: 0 would mean no limit): your statements run
     /// with the session's own value. If a lock is not granted (`55P03`), the runner sends
-    /// `ROLLBACK; SELECT pg_advisory_unlock_all()` before it pools the connection.
+    /// `ROLLBACK; SELECT pg_advisory_unlock_all()` before it pools the connection. (The try
+    /// takes the snapshot too, but it never waits: a holder that commits in the
+    /// microseconds between the two can cost a serialization failure, retried as usual,
+    /// after which the key is busy and waited for first.)
     ///
     /// **Postgres, `txretry::tokio_postgres`.** tokio-postgres sends BEGIN itself, so the
-    /// locks are taken in one more round trip, inside the transaction:
+    /// locks are taken in one more round trip, inside the transaction. When no key is busy,
+    /// the try (it answers `false` when a key is held elsewhere, and keeps the keys before
+    /// that one):
+    ///
+    /// ```text
+    /// SELECT CASE WHEN pg_try_advisory_xact_lock(<key>) THEN … true … ELSE false END
+    /// ```
+    ///
+    /// and, when it answered `false` or a key is busy, the wait:
     ///
     /// ```text
     /// SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true);
@@ -212,6 +254,7 @@ impl Admission {
     #[must_use]
     pub fn in_database(mut self, wait: Duration) -> Self {
         self.database = Some(wait.min(MAX_DATABASE_WAIT));
+        self.busy = Some(Arc::new(Collisions::new(BUSY_WINDOW)));
         self
     }
 
@@ -274,13 +317,7 @@ impl Admission {
     /// ```
     #[must_use]
     pub fn only_for_contended_keys(mut self, window: Duration) -> Self {
-        self.contended = Some(Arc::new(Collisions {
-            window,
-            recent: Mutex::new(RecentCollisions {
-                last: HashMap::new(),
-                forget_above: KEEP_COLLISIONS,
-            }),
-        }));
+        self.contended = Some(Arc::new(Collisions::new(window)));
         self
     }
 
@@ -375,6 +412,16 @@ impl fmt::Debug for Admission {
 }
 
 impl Collisions {
+    fn new(window: Duration) -> Self {
+        Collisions {
+            window,
+            recent: Mutex::new(RecentCollisions {
+                last: HashMap::new(),
+                forget_above: KEEP_COLLISIONS,
+            }),
+        }
+    }
+
     /// The map, even if a thread panicked while holding it (every update under this lock
     /// leaves it consistent).
     fn recent(&self) -> MutexGuard<'_, RecentCollisions> {
@@ -421,17 +468,22 @@ impl Collisions {
     }
 }
 
-/// After a failed attempt under [`Admission::only_for_contended_keys`]: a transient failure
-/// other than a lost connection marks the transaction's keys contended. Does nothing
-/// otherwise (and costs nothing on the success path, where it is never called).
+/// After a failed attempt under [`Admission::in_database`]: a transient failure other than
+/// a lost connection marks the transaction's keys busy (see [`note_busy`]) and, under
+/// [`Admission::only_for_contended_keys`], contended. Does nothing otherwise (and costs
+/// nothing on the success path, where it is never called).
 #[doc(hidden)]
 pub fn note_failure(policy: &crate::RetryPolicy, options: &crate::TxOptions, verdict: Verdict) {
     let collided = matches!(verdict, Verdict::Transient(kind) if kind != TransientKind::Connection);
     if let (true, Some(admission)) = (collided, policy.admission())
-        && let Some(collisions) = &admission.contended
         && !options.keys().is_empty()
     {
-        collisions.note(options.keys(), Instant::now());
+        for collisions in [&admission.contended, &admission.busy]
+            .into_iter()
+            .flatten()
+        {
+            collisions.note(options.keys(), Instant::now());
+        }
     }
 }
 
@@ -502,6 +554,8 @@ pub fn admission_for<'a>(
 pub struct DatabaseLocks<'a> {
     keys: &'a [u64],
     wait: Duration,
+    /// Postgres: try the locks without waiting first, and wait only if one is taken.
+    try_first: bool,
 }
 
 /// The database locks for an attempt, when the policy's admission is
@@ -517,7 +571,28 @@ pub fn database_locks<'a>(
     let admission = policy.admission()?;
     let wait = admission.database_wait()?;
     let keys = options.keys();
-    (!keys.is_empty() && admission.locks_in_database(keys)).then_some(DatabaseLocks { keys, wait })
+    if keys.is_empty() || !admission.locks_in_database(keys) {
+        return None;
+    }
+    let try_first = admission
+        .busy
+        .as_ref()
+        .is_none_or(|busy| !busy.any_recent(keys, Instant::now()));
+    Some(DatabaseLocks {
+        keys,
+        wait,
+        try_first,
+    })
+}
+
+/// After a Postgres attempt found one of its keys locked by another session (its try
+/// failed): the transaction's keys are *busy*, and for the next second their attempts wait
+/// for the locks at once instead of trying them first.
+#[doc(hidden)]
+pub fn note_busy(policy: &crate::RetryPolicy, options: &crate::TxOptions) {
+    if let Some(busy) = policy.admission().and_then(|a| a.busy.as_ref()) {
+        busy.note(options.keys(), Instant::now());
+    }
 }
 
 impl<'a> DatabaseLocks<'a> {
@@ -532,7 +607,29 @@ impl<'a> DatabaseLocks<'a> {
     /// runners get theirs from [`database_locks`].
     pub fn new(keys: &'a [u64], wait: Duration) -> Self {
         debug_assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
-        DatabaseLocks { keys, wait }
+        DatabaseLocks {
+            keys,
+            wait,
+            try_first: false,
+        }
+    }
+
+    /// The same locks, tried first (as [`database_locks`] gives them for keys that are not
+    /// busy), for tests.
+    pub fn trying_first(self) -> Self {
+        DatabaseLocks {
+            try_first: true,
+            ..self
+        }
+    }
+
+    /// Whether a Postgres runner tries the locks without waiting first
+    /// ([`postgres_try_begin`](Self::postgres_try_begin),
+    /// [`postgres_try_in_transaction`](Self::postgres_try_in_transaction)) and waits for
+    /// them only when one is taken. False when one of the keys is busy: found locked by
+    /// another session, or its attempt collided, within the last second.
+    pub fn try_first(&self) -> bool {
+        self.try_first
     }
 
     /// The keys' hashes, in the order their locks are taken.
@@ -598,6 +695,84 @@ impl<'a> DatabaseLocks<'a> {
         sql.push_str(
             "; SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true)",
         );
+        sql
+    }
+
+    /// Appends, for the keys in order, `CASE WHEN pg_try_advisory_xact_lock(<key>) THEN …
+    /// ELSE <busy(key)> END`: tries each key's transaction-level lock without waiting and
+    /// stops at the first one another session holds (`CASE` evaluates a branch only when
+    /// it is taken, and a volatile test is never folded at planning), giving `held` when
+    /// every lock was taken. Stopping in key order means a transaction that then waits
+    /// holds only keys before the one it waits for, as when it waits from the start.
+    fn postgres_try_chain(&self, sql: &mut String, held: &str, busy: impl Fn(&mut String, u64)) {
+        for key in self.keys() {
+            let _ = write!(
+                sql,
+                "CASE WHEN pg_try_advisory_xact_lock({}) THEN ",
+                key as i64
+            );
+        }
+        sql.push_str(held);
+        for key in self.keys.iter().rev() {
+            sql.push_str(" ELSE ");
+            busy(sql, *key);
+            sql.push_str(" END");
+        }
+    }
+
+    /// Postgres, one message, when no key is busy: `begin`, then one statement that tries
+    /// every key's transaction-level lock without waiting. All taken, it answers 0 and the
+    /// transaction goes on with its keys held (the statement took its snapshot, which is
+    /// fine: nobody held the keys). One taken by another session, it fails with
+    /// [`POSTGRES_BUSY_STATE`](Self::POSTGRES_BUSY_STATE) on a text naming the lock (a
+    /// cast of that text to `int`: plain SQL has no other way to raise an error, and only
+    /// an error reaches a driver that discards BEGIN's rows);
+    /// [`postgres_is_busy`](Self::postgres_is_busy) recognizes it, and the runner then
+    /// sends [`postgres_begin_after_busy`](Self::postgres_begin_after_busy).
+    pub fn postgres_try_begin(&self, begin: &str) -> String {
+        let mut sql = format!("{begin}; SELECT CAST(");
+        self.postgres_try_chain(&mut sql, "'0'", |sql, key| {
+            let _ = write!(
+                sql,
+                "'{}{} is held by another session'",
+                Self::POSTGRES_BUSY_TEXT,
+                key as i64
+            );
+        });
+        sql.push_str(" AS int)");
+        sql
+    }
+
+    /// The SQLSTATE [`postgres_try_begin`](Self::postgres_try_begin) fails with when a key
+    /// is locked by another session: `22P02`, invalid text representation.
+    pub const POSTGRES_BUSY_STATE: &'static str = "22P02";
+
+    /// How the text cast by [`postgres_try_begin`](Self::postgres_try_begin) begins; the
+    /// server quotes it in its message, translated or not.
+    const POSTGRES_BUSY_TEXT: &'static str = "txretry admission: advisory lock ";
+
+    /// Whether a failed [`postgres_try_begin`](Self::postgres_try_begin) (its SQLSTATE and
+    /// message) says that a key is locked by another session.
+    pub fn postgres_is_busy(code: Option<&str>, message: &str) -> bool {
+        code == Some(Self::POSTGRES_BUSY_STATE) && message.contains(Self::POSTGRES_BUSY_TEXT)
+    }
+
+    /// Postgres, one message, after [`postgres_try_begin`](Self::postgres_try_begin) found
+    /// a key busy: ends the failed transaction (which lets go of the locks it took) and
+    /// waits for every key as [`postgres_begin`](Self::postgres_begin) does.
+    pub fn postgres_begin_after_busy(&self, begin: &str) -> String {
+        format!("ROLLBACK; {}", self.postgres_begin(begin))
+    }
+
+    /// Postgres, inside a transaction already begun, when no key is busy: one statement
+    /// that tries every key's transaction-level lock without waiting, in order, and
+    /// answers `true` when it took them all; `false` means a key is locked by another
+    /// session, and the runner then waits with
+    /// [`postgres_in_transaction`](Self::postgres_in_transaction) (the keys it took stay
+    /// held; they come before the one it waits for).
+    pub fn postgres_try_in_transaction(&self) -> String {
+        let mut sql = String::from("SELECT ");
+        self.postgres_try_chain(&mut sql, "true", |sql, _| sql.push_str("false"));
         sql
     }
 
@@ -1044,6 +1219,92 @@ mod tests {
     }
 
     #[test]
+    fn postgres_sql_tries_the_keys_first_in_one_statement() {
+        let two = DatabaseLocks::new(&[7, ACCOUNT_42], SECOND).trying_first();
+        assert!(two.try_first());
+        assert!(!DatabaseLocks::new(&[7], SECOND).try_first());
+        assert_eq!(
+            two.postgres_try_begin("BEGIN ISOLATION LEVEL REPEATABLE READ"),
+            "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT CAST(\
+             CASE WHEN pg_try_advisory_xact_lock(7) THEN \
+             CASE WHEN pg_try_advisory_xact_lock(-3546924672660663865) THEN '0' \
+             ELSE 'txretry admission: advisory lock -3546924672660663865 is held by another session' END \
+             ELSE 'txretry admission: advisory lock 7 is held by another session' END AS int)"
+        );
+        assert_eq!(
+            two.postgres_begin_after_busy("BEGIN"),
+            format!("ROLLBACK; {}", two.postgres_begin("BEGIN"))
+        );
+        assert_eq!(
+            two.postgres_try_in_transaction(),
+            "SELECT CASE WHEN pg_try_advisory_xact_lock(7) THEN \
+             CASE WHEN pg_try_advisory_xact_lock(-3546924672660663865) THEN true \
+             ELSE false END ELSE false END"
+        );
+        // The failure as the server reports it (message text from a real run), in English
+        // or not; other errors are not it.
+        let busy = |code, message| DatabaseLocks::postgres_is_busy(code, message);
+        assert!(busy(
+            Some("22P02"),
+            "invalid input syntax for type integer: \"txretry admission: advisory lock \
+             8032121567702361407 is held by another session\""
+        ));
+        assert!(busy(
+            Some("22P02"),
+            "ungültige Eingabesyntax für Typ integer: »txretry admission: advisory lock 7 is \
+             held by another session«"
+        ));
+        assert!(!busy(
+            Some("22P02"),
+            "invalid input syntax for type integer: \"x\""
+        ));
+        assert!(!busy(
+            Some("55P03"),
+            "txretry admission: advisory lock 7 is held by another session"
+        ));
+        assert!(!busy(None, "txretry admission: advisory lock 7"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn busy_keys_are_waited_for_at_once_for_a_second() {
+        let policy = policy_with(Admission::per_key().in_database(SECOND));
+        let one = crate::TxOptions::new().contends_on(1);
+        let pair = crate::TxOptions::new().contends_on(1).contends_on(2);
+        let other = crate::TxOptions::new().contends_on(3);
+        let tries =
+            |options: &crate::TxOptions| database_locks(&policy, options).unwrap().try_first();
+        assert!(tries(&one) && tries(&pair) && tries(&other));
+        // Found held by another session.
+        note_busy(&policy, &one);
+        assert!(!tries(&one));
+        assert!(!tries(&pair), "a transaction with a busy key waits for all");
+        assert!(tries(&other));
+        tokio::time::advance(BUSY_WINDOW - Duration::from_millis(1)).await;
+        assert!(!tries(&one));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(tries(&one), "a second later, tried first again");
+        // A collision makes its keys busy too; a business error or a lost connection not.
+        note_failure(&policy, &other, Verdict::Permanent);
+        note_failure(
+            &policy,
+            &other,
+            Verdict::Transient(TransientKind::Connection),
+        );
+        assert!(tries(&other));
+        note_failure(
+            &policy,
+            &other,
+            Verdict::Transient(TransientKind::SerializationFailure),
+        );
+        assert!(!tries(&other));
+        // Clones share it; without database locks there is nothing to note.
+        let clone = policy_with(policy.admission().unwrap().clone());
+        note_busy(&clone, &pair);
+        assert!(!tries(&pair));
+        note_busy(&policy_with(Admission::per_key()), &one);
+    }
+
+    #[test]
     fn mysql_sql_names_the_lock_by_the_hash() {
         assert_eq!(
             DatabaseLocks::mysql_lock_name(ACCOUNT_42),
@@ -1112,8 +1373,10 @@ mod tests {
         keys.sort_unstable();
         let locks = DatabaseLocks::new(&keys, SECOND);
         let mut texts = vec![
-            locks.postgres_begin("BEGIN"),
+            locks.postgres_begin_after_busy("BEGIN"),
             locks.postgres_in_transaction(),
+            locks.trying_first().postgres_try_begin("BEGIN"),
+            locks.postgres_try_in_transaction(),
         ];
         texts.push(locks.mysql_get_locks());
         let fixed = [
@@ -1126,6 +1389,16 @@ mod tests {
             "pg_advisory_unlock(",
             "SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true)",
             "SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true)",
+            "ROLLBACK",
+            "SELECT CAST(",
+            "CASE WHEN pg_try_advisory_xact_lock(",
+            ") THEN ",
+            "'txretry admission: advisory lock ",
+            " is held by another session'",
+            " AS int)",
+            "'0'",
+            "true",
+            "false",
             "SELECT ",
             "CASE GET_LOCK('txretry:",
             " WHEN 1 THEN ",

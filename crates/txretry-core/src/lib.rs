@@ -51,7 +51,7 @@ pub use run::{RetryState, TxFailure};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::admission::{
-        DatabaseLocks, Permit, admission_for, database_locks, note_failure,
+        DatabaseLocks, Permit, admission_for, database_locks, note_busy, note_failure,
     };
     pub use crate::registry::Extractor;
     pub use crate::sleep::sleep;

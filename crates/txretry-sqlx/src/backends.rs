@@ -18,24 +18,35 @@ impl sealed::Sealed for sqlx::Postgres {}
 /// `BEGIN [ISOLATION LEVEL …] [READ ONLY]`. Read-write is never spelled out, so the
 /// server's `default_transaction_read_only` (and hot standbys) keep working.
 ///
-/// Database-backed admission takes advisory locks in the same simple-query message: the
-/// wait at session level in a short transaction before BEGIN, then transaction-level
-/// locks inside it (see [`DatabaseLocks::postgres_begin`]).
+/// Database-backed admission takes advisory locks in the same simple-query message: it
+/// tries them inside the transaction without waiting (see
+/// [`DatabaseLocks::postgres_try_begin`]); when one is held elsewhere, or the keys were
+/// lately, it waits at session level in a short transaction before BEGIN, then takes
+/// transaction-level locks inside it (see [`DatabaseLocks::postgres_begin`]).
 #[cfg(feature = "postgres")]
 impl Backend for sqlx::Postgres {
     fn begin_statement(options: &TxOptions, locks: Option<&DatabaseLocks<'_>>) -> SqlStr {
-        let mut sql = String::from("BEGIN");
-        if let Some(level) = options.get_isolation() {
-            sql.push_str(" ISOLATION LEVEL ");
-            sql.push_str(level.as_sql());
-        }
-        if options.is_read_only() {
-            sql.push_str(" READ ONLY");
-        }
-        if let Some(locks) = locks {
-            sql = locks.postgres_begin(&sql);
-        }
+        let begin = postgres_begin(options);
+        let sql = match locks {
+            Some(locks) if locks.try_first() => locks.postgres_try_begin(&begin),
+            Some(locks) => locks.postgres_begin(&begin),
+            None => begin,
+        };
         AssertSqlSafe(sql).into_sql_str()
+    }
+
+    fn begin_after_busy(
+        options: &TxOptions,
+        locks: &DatabaseLocks<'_>,
+        error: &sqlx::Error,
+    ) -> Option<SqlStr> {
+        let error = error.as_database_error()?;
+        (locks.try_first()
+            && DatabaseLocks::postgres_is_busy(error.code().as_deref(), error.message()))
+        .then(|| {
+            let sql = locks.postgres_begin_after_busy(&postgres_begin(options));
+            AssertSqlSafe(sql).into_sql_str()
+        })
     }
 
     const LOCKS: LockStyle = LockStyle::InBegin;
@@ -70,6 +81,20 @@ impl Backend for sqlx::Postgres {
     ) -> Result<(), sqlx::Error> {
         sqlx::raw_sql(sql).execute(conn).await.map(drop)
     }
+}
+
+/// Postgres' `BEGIN` with `options`, without locks.
+#[cfg(feature = "postgres")]
+fn postgres_begin(options: &TxOptions) -> String {
+    let mut sql = String::from("BEGIN");
+    if let Some(level) = options.get_isolation() {
+        sql.push_str(" ISOLATION LEVEL ");
+        sql.push_str(level.as_sql());
+    }
+    if options.is_read_only() {
+        sql.push_str(" READ ONLY");
+    }
+    sql
 }
 
 #[cfg(feature = "mysql")]

@@ -6,7 +6,7 @@ use std::future::Future;
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Database, Pool, SqlStr, Transaction};
-use txretry_core::__private::{DatabaseLocks, database_locks};
+use txretry_core::__private::{DatabaseLocks, database_locks, note_busy};
 use txretry_core::{AsError, RetryPolicy, RetryState, TxError, TxFailure, TxOptions};
 
 use crate::codes::extract;
@@ -34,6 +34,18 @@ pub trait Backend: Database + sealed::Sealed {
     /// [`LockStyle::Session`]: releases the session's locks after the transaction.
     #[doc(hidden)]
     const LOCK_CLEANUP: &'static str;
+
+    /// [`LockStyle::InBegin`]: when a BEGIN that tried the locks first failed with `error`
+    /// because another session holds one of them, the statement that ends that failed
+    /// transaction and begins again, waiting for the locks; `None` for any other error.
+    #[doc(hidden)]
+    fn begin_after_busy(
+        _options: &TxOptions,
+        _locks: &DatabaseLocks<'_>,
+        _error: &sqlx::Error,
+    ) -> Option<SqlStr> {
+        None
+    }
 
     /// [`LockStyle::Session`]: takes the locks before BEGIN, one key at a time; fails with
     /// a database error when one is not granted.
@@ -210,9 +222,10 @@ where
 /// [`only_for_contended_keys`](txretry_core::Admission::only_for_contended_keys), only
 /// while one of its keys is contended):
 ///
-/// - Postgres: in BEGIN's own round trip (the message is shown on `in_database`): the
-///   wait happens before the transaction's snapshot, so REPEATABLE READ and SERIALIZABLE
-///   transactions see what the previous holder committed. A lock not granted within the
+/// - Postgres: tried in BEGIN's own round trip (the messages are shown on
+///   `in_database`); when another session holds a key, the attempt waits for it in one
+///   more round trip, before the transaction's snapshot, so REPEATABLE READ and
+///   SERIALIZABLE transactions see what the previous holder committed. A lock not granted within the
 ///   wait fails the attempt with Postgres' own `55P03` (`LockTimeout`); the runner then
 ///   sends `ROLLBACK; SELECT pg_advisory_unlock_all()` before the connection goes back to
 ///   the pool.
@@ -309,7 +322,22 @@ where
         // restores the session or marks the connection for closing.
         let begin = DB::begin_statement(&options, locks_in_begin.as_ref());
         let (result, mut discard, begin_failed) = {
-            match lease.conn.begin_with(begin).await {
+            let first = lease.conn.begin_with(begin).await;
+            let wait = match (&first, locks_in_begin) {
+                (Err(error), Some(locks)) => DB::begin_after_busy(&options, &locks, error),
+                _ => None,
+            };
+            let begun = match wait {
+                // A key was locked by another session when BEGIN tried it: wait for
+                // it, in the same attempt (nothing of the transaction has run).
+                Some(wait) => {
+                    drop(first);
+                    note_busy(&policy, &options);
+                    lease.conn.begin_with(wait).await
+                }
+                None => first,
+            };
+            match begun {
                 Err(error) => {
                     let failure = body(E::from(error));
                     let discard =

@@ -83,8 +83,8 @@ match result {
 use std::error::Error as StdError;
 
 use tokio_postgres::error::DbError;
-use tokio_postgres::{Client, IsolationLevel, Transaction};
-use txretry_core::__private::database_locks;
+use tokio_postgres::{Client, IsolationLevel, SimpleQueryMessage, Transaction};
+use txretry_core::__private::{DatabaseLocks, database_locks, note_busy};
 use txretry_core::{
     AsError, Code, Isolation, RetryPolicy, RetryState, SqlState, TxError, TxFailure, TxOptions,
 };
@@ -225,7 +225,10 @@ where
 /// ([`TxOptions::contends_on`]) takes one transaction-level advisory lock per key
 /// (`pg_advisory_xact_lock` on [`KeyHash::to_i64`](txretry_core::KeyHash::to_i64), in key
 /// order) right after BEGIN, in one more round trip (tokio-postgres sends BEGIN itself, so
-/// the two cannot share one):
+/// the two cannot share one). It first tries them without waiting, in one statement
+/// (`SELECT CASE WHEN pg_try_advisory_xact_lock(<key>) THEN … true … ELSE false END`);
+/// when another session holds one, or a key was found held or collided within the last
+/// second, it waits for them:
 ///
 /// ```text
 /// SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true);
@@ -285,10 +288,9 @@ where
 {
     let mut state = RetryState::new(&policy, &options);
     txretry_core::retry_async!(state, admission = &options, async {
-        // Database-backed admission: the statements that take the keys' locks, if any
-        // (asked per attempt: with `only_for_contended_keys` a collision turns them on).
-        let lock_sql =
-            database_locks(&policy, &options).map(|locks| locks.postgres_in_transaction());
+        // Database-backed admission: the keys' locks, if any (asked per attempt: with
+        // `only_for_contended_keys` a collision turns them on).
+        let locks = database_locks(&policy, &options);
         let level = options.get_isolation();
         let typed = level.and_then(typed_level);
         let mut tx = begin(client, typed, options.is_read_only())
@@ -311,11 +313,11 @@ where
                 ));
             }
         }
-        if let Some(sql) = &lock_sql {
-            // One round trip; a lock not granted in time fails with Postgres' own 55P03.
-            // The locks are the transaction's: its ROLLBACK (also the one a dropped
-            // `Transaction` queues) or COMMIT releases them.
-            if let Err(e) = tx.batch_execute(sql).await {
+        if let Some(locks) = &locks {
+            // A lock not granted in time fails with Postgres' own 55P03. The locks are the
+            // transaction's: its ROLLBACK (also the one a dropped `Transaction` queues) or
+            // COMMIT releases them.
+            if let Err(e) = take_locks(&tx, locks, &policy, &options).await {
                 let rolled_back = tx.rollback().await.is_ok();
                 return Err(after_failure(
                     &policy,
@@ -355,6 +357,30 @@ where
             }
         }
     })
+}
+
+/// Takes an attempt's advisory locks inside its transaction: tried first without waiting,
+/// in one statement, unless a key is busy; waited for (one more statement) when a key is
+/// held by another session, which marks the keys busy.
+async fn take_locks(
+    tx: &Transaction<'_>,
+    locks: &DatabaseLocks<'_>,
+    policy: &RetryPolicy,
+    options: &TxOptions,
+) -> Result<(), tokio_postgres::Error> {
+    if locks.try_first() {
+        let answer = tx
+            .simple_query(&locks.postgres_try_in_transaction())
+            .await?;
+        let all_taken = answer.iter().any(
+            |message| matches!(message, SimpleQueryMessage::Row(row) if row.get(0) == Some("t")),
+        );
+        if all_taken {
+            return Ok(());
+        }
+        note_busy(policy, options);
+    }
+    tx.batch_execute(&locks.postgres_in_transaction()).await
 }
 
 /// How a COMMIT went.
