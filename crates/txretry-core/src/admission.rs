@@ -135,9 +135,9 @@ impl Admission {
     /// turned a random-order transfer workload that collapses on `deadlock_timeout` into
     /// one of the best configurations measured; on MariaDB 10.11, where InnoDB detects
     /// deadlocks at once, per-process admission alone did better in the same workloads.
-    /// Without contention, on single-row transactions, it cost about 14% of goodput on
-    /// Postgres (pgbench, with the same statements and no txretry, shows the advisory lock
-    /// alone costing 8–10% there) and 17–33% on MariaDB. Turn it on where several
+    /// Without contention, on single-row transactions, it cost 17% of goodput on Postgres
+    /// (pgbench, running the same statements without txretry, puts the advisory lock alone
+    /// at 10%) and 25% on MariaDB (two more round trips). Turn it on where several
     /// processes collide on the same keys and the database resolves the collisions slowly
     /// or by aborting, and measure with `txretry-lab --processes N`.
     /// [`only_for_contended_keys`](Admission::only_for_contended_keys) removes the cost
@@ -290,7 +290,7 @@ impl Admission {
     /// Where collisions are quick to detect and cheap to retry. In the lab (BENCHMARKS.md,
     /// section 4; one shared 2-core machine, so read the spreads there): on MariaDB 10.11
     /// hot rows, 4 processes × 8 workers, it matched the best configuration with no
-    /// retries, where plain `in_database` reached 63% of it; without contention it took no
+    /// retries, where plain `in_database` reached 63–67% of it; without contention it took no
     /// database lock at all. It is the wrong choice on Postgres when transactions can
     /// deadlock: Postgres detects a deadlock only after `deadlock_timeout` (1 s by
     /// default), every transaction queued behind the deadlocked ones waits that long, and
