@@ -88,9 +88,10 @@ struct RecentCollisions {
 const KEEP_COLLISIONS: usize = 64;
 
 /// How long a key found locked by another session (or whose attempt collided) has its
-/// Postgres locks waited for at once, without trying them first: long enough that a key
-/// in steady demand across processes pays the failed try about once a second per
-/// process, short enough that a key no longer in demand soon costs only the try again.
+/// Postgres locks waited for at once, without trying them first, counted from the last
+/// such finding or the last attempt that queued for the key in this process: a key in
+/// steady demand keeps being waited for, and one no longer in demand soon costs only the
+/// try again.
 const BUSY_WINDOW: Duration = Duration::from_secs(1);
 
 /// The longest wait for a database lock: Postgres' `lock_timeout` is an `int` of
@@ -161,8 +162,9 @@ impl Admission {
     /// without waiting, in one statement; only when another session holds one does it
     /// wait for them, in the same attempt (nothing of the transaction has run, so this is
     /// not a retry). A key found held, or whose attempt collided (a transient failure other
-    /// than a lost connection), is *busy* for the next second: this process's attempts on
-    /// it wait at once, without the try.
+    /// than a lost connection), is *busy* for the next second, renewed while attempts
+    /// queue for it in this process: this process's attempts on it wait at once, without
+    /// the try.
     ///
     /// **Postgres, `txretry::sqlx`.** BEGIN's round trip is one message. When no key is
     /// busy:
@@ -378,9 +380,13 @@ impl Admission {
             }
             held.acquired = true;
         }
-        if queued && let Some(collisions) = &self.contended {
-            // Demand for these keys in this process goes on: keep contended ones locked.
-            collisions.renew(keys, Instant::now());
+        if queued {
+            // Demand for these keys in this process goes on: keep contended ones locked,
+            // and busy ones waited for without a try.
+            let now = Instant::now();
+            for collisions in [&self.contended, &self.busy].into_iter().flatten() {
+                collisions.renew(keys, now);
+            }
         }
         permit
     }
@@ -1283,6 +1289,19 @@ mod tests {
         assert!(!tries(&one));
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(tries(&one), "a second later, tried first again");
+        // Queueing in this process keeps a busy key busy, and never makes one busy.
+        let hash = [crate::KeyHash::of(1).to_u64()];
+        let admission = policy.admission().unwrap();
+        queue_behind_another(admission, &hash).await;
+        assert!(tries(&one));
+        note_busy(&policy, &one);
+        // Busy from 0 s; the queued attempt is admitted (and renews) at 0.75 s.
+        tokio::time::advance(BUSY_WINDOW / 4).await;
+        queue_behind_another(admission, &hash).await;
+        tokio::time::advance(BUSY_WINDOW / 2).await;
+        assert!(!tries(&one), "renewed by queueing");
+        tokio::time::advance(BUSY_WINDOW).await;
+        assert!(tries(&one));
         // A collision makes its keys busy too; a business error or a lost connection not.
         note_failure(&policy, &other, Verdict::Permanent);
         note_failure(
