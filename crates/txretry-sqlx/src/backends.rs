@@ -20,8 +20,9 @@ impl sealed::Sealed for sqlx::Postgres {}
 ///
 /// Database-backed admission takes advisory locks in the same simple-query message: it
 /// tries them inside the transaction without waiting (see
-/// [`DatabaseLocks::postgres_try_begin`]); when one is held elsewhere, or the keys were
-/// lately, it waits at session level in a short transaction before BEGIN, then takes
+/// [`DatabaseLocks::postgres_try_begin`]). When one is held elsewhere (then in one more
+/// round trip), or a key was found held or collided within the last second (then at
+/// once), it waits at session level in a short transaction before BEGIN, then takes
 /// transaction-level locks inside it (see [`DatabaseLocks::postgres_begin`]).
 #[cfg(feature = "postgres")]
 impl Backend for sqlx::Postgres {

@@ -360,8 +360,8 @@ where
 }
 
 /// Takes an attempt's advisory locks inside its transaction: tried first without waiting,
-/// in one statement, unless a key is busy; waited for (one more statement) when a key is
-/// held by another session, which marks the keys busy.
+/// in one statement, unless a key is busy; waited for, in one more round trip, when a key
+/// is busy or the try found one held by another session (which marks the keys busy).
 async fn take_locks(
     tx: &Transaction<'_>,
     locks: &DatabaseLocks<'_>,
