@@ -68,10 +68,11 @@ pub struct Admission {
     busy: Option<Arc<Collisions>>,
 }
 
-/// When each key last collided, for [`Admission::only_for_contended_keys`]. Shared by the
-/// clones of one `Admission`.
+/// When each key last collided (for [`Admission::only_for_contended_keys`]) or was found
+/// busy (for [`Admission::in_database`] on Postgres). Shared by the clones of one
+/// `Admission`.
 struct Collisions {
-    /// How long a collision keeps a key's database locks on.
+    /// How long a key stays marked after its last collision (or renewal).
     window: Duration,
     recent: Mutex<RecentCollisions>,
 }
@@ -622,7 +623,8 @@ impl<'a> DatabaseLocks<'a> {
 
     /// The same locks, tried first (as [`database_locks`] gives them for keys that are not
     /// busy), for tests.
-    pub fn trying_first(self) -> Self {
+    #[cfg(test)]
+    fn trying_first(self) -> Self {
         DatabaseLocks {
             try_first: true,
             ..self
@@ -655,7 +657,7 @@ impl<'a> DatabaseLocks<'a> {
     }
 
     /// `GET_LOCK`'s timeout: whole seconds (MySQL reads it as an integer), rounded up.
-    pub fn mysql_timeout_secs(&self) -> u64 {
+    fn mysql_timeout_secs(&self) -> u64 {
         self.wait.as_secs() + u64::from(self.wait.subsec_nanos() > 0)
     }
 
@@ -751,7 +753,7 @@ impl<'a> DatabaseLocks<'a> {
 
     /// The SQLSTATE [`postgres_try_begin`](Self::postgres_try_begin) fails with when a key
     /// is locked by another session: `22P02`, invalid text representation.
-    pub const POSTGRES_BUSY_STATE: &'static str = "22P02";
+    const POSTGRES_BUSY_STATE: &'static str = "22P02";
 
     /// How the text cast by [`postgres_try_begin`](Self::postgres_try_begin) begins; the
     /// server quotes it in its message, translated or not.
