@@ -27,11 +27,24 @@ pub struct Placed {
 
 /// `attempts` attempts, 1 ms constant backoff.
 pub fn fast(attempts: u32) -> RetryPolicy {
+    fast_builder(attempts).build().unwrap()
+}
+
+/// [`fast`], counting its retries in `retries`.
+pub fn fast_counting(attempts: u32, retries: &Counter) -> RetryPolicy {
+    let retries = retries.clone();
+    fast_builder(attempts)
+        .on_retry(move |_| {
+            retries.bump();
+        })
+        .build()
+        .unwrap()
+}
+
+fn fast_builder(attempts: u32) -> txretry_core::RetryPolicyBuilder {
     RetryPolicy::builder()
         .max_attempts(attempts)
         .backoff(Backoff::Constant(Duration::from_millis(1)))
-        .build()
-        .unwrap()
 }
 
 /// A counter shared with handlers.

@@ -45,5 +45,8 @@ pub fn age_record(records: &str, key: &str) -> String {
 /// ER_DUP_ENTRY.
 pub const UNIQUE_KIND: &str = "MySQL error 1062";
 
+/// InnoDB ends the claims queued behind a rolled-back claim, all but one, as deadlocks.
+pub const HANDOFF_DEADLOCKS: bool = true;
+
 once_suite!(sqlx::MySql);
 proxy_suite!(sqlx::MySql, MySqlPoolOptions);

@@ -49,6 +49,9 @@ pub fn age_record(records: &str, key: &str) -> String {
 /// unique_violation.
 pub const UNIQUE_KIND: &str = "SQLSTATE 23505";
 
+/// A rolled-back claim hands the key to one waiter; the others queue behind it.
+pub const HANDOFF_DEADLOCKS: bool = false;
+
 once_suite!(sqlx::Postgres);
 proxy_suite!(sqlx::Postgres, PgPoolOptions);
 

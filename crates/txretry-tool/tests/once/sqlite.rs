@@ -39,6 +39,9 @@ pub fn age_record(records: &str, key: &str) -> String {
 /// SQLITE_CONSTRAINT_PRIMARYKEY.
 pub const UNIQUE_KIND: &str = "SQLite code 1555";
 
+/// One writer at a time: nothing queues on the row.
+pub const HANDOFF_DEADLOCKS: bool = false;
+
 once_suite!(sqlx::Sqlite);
 
 /// A `once` call that could not be confirmed says that repeating it with the same key is

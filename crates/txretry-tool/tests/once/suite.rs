@@ -7,7 +7,9 @@
 //!   lock in a statement naming the records' table (`None`: the database cannot say);
 //! - `fn age_record(records: &str, key: &str) -> String`: SQL that makes a record two hours
 //!   old;
-//! - `const UNIQUE_KIND: &str`: the kind recorded for a unique violation.
+//! - `const UNIQUE_KIND: &str`: the kind recorded for a unique violation;
+//! - `const HANDOFF_DEADLOCKS: bool`: whether claims queued behind a claim that rolls back
+//!   fail as deadlocks (all but one) before they queue again.
 //!
 //! The effects table has no key: a second run of the work shows as a second row.
 
@@ -82,6 +84,49 @@ macro_rules! once_suite {
             for t in tables {
                 run(pool, format!("DROP TABLE IF EXISTS {t}")).await;
             }
+        }
+
+        /// Sixteen concurrent calls of `tool` with the same call id, once the first one's
+        /// work has started and (where the database can say) the other fifteen queue on
+        /// its claim of the key.
+        async fn sixteen_queued(
+            fx: &Fx,
+            records: &str,
+            toolbox: &Toolbox,
+            tool: &'static str,
+            args: serde_json::Value,
+            runs: &Counter,
+        ) -> Vec<tokio::task::JoinHandle<Result<serde_json::Value, InvokeError>>> {
+            let calls = (0..16)
+                .map(|_| {
+                    let (toolbox, args) = (toolbox.clone(), args.clone());
+                    tokio::spawn(async move {
+                        toolbox.invoke(&anyone(), tool, args, "call-dup").await
+                    })
+                })
+                .collect();
+            // The first claim holds the key inside its transaction; the others must queue
+            // on the database's lock on it.
+            poll_until("the first call's work never started", async || runs.get() >= 1).await;
+            if waiting(fx, records).await.is_some() {
+                poll_until("the duplicates never queued on the key", async || {
+                    waiting(fx, records).await.unwrap_or(0) >= 15
+                })
+                .await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            calls
+        }
+
+        async fn answers(
+            calls: Vec<tokio::task::JoinHandle<Result<serde_json::Value, InvokeError>>>,
+        ) -> Vec<Result<serde_json::Value, InvokeError>> {
+            let mut answers = Vec::new();
+            for call in calls {
+                answers.push(within(call).await.unwrap());
+            }
+            answers
         }
 
         /// `place`: inserts an effect row, waits at `gate`, refuses a negative item (a
@@ -201,40 +246,81 @@ macro_rules! once_suite {
                 .build()
                 .unwrap();
 
-            let calls: Vec<_> = (0..16)
-                .map(|_| {
-                    let toolbox = toolbox.clone();
-                    tokio::spawn(async move {
-                        toolbox
-                            .invoke(&anyone(), "place", json!({"item": 3}), "call-dup")
-                            .await
-                    })
-                })
-                .collect();
-            // The first claim holds the key inside its transaction; the others must queue
-            // on the database's lock on it.
-            poll_until("the first call's work never started", async || runs.get() >= 1).await;
-            if waiting(&fx, &records).await.is_some() {
-                poll_until("the duplicates never queued on the key", async || {
-                    waiting(&fx, &records).await.unwrap_or(0) >= 15
-                })
-                .await;
-            } else {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            let calls =
+                sixteen_queued(&fx, &records, &toolbox, "place", json!({"item": 3}), &runs).await;
             assert_eq!(runs.get(), 1, "the duplicates wait; they do not run the work");
             gate.release();
-
-            let mut answers = Vec::new();
-            for call in calls {
-                answers.push(within(call).await.unwrap());
-            }
+            let answers = answers(calls).await;
             let first = answers[0].as_ref().unwrap().clone();
             assert_eq!(first, json!({"item": 3, "effects": 1, "note": "placed"}));
             for (i, answer) in answers.iter().enumerate() {
                 assert_eq!(answer.as_ref().unwrap(), &first, "answer {i}");
             }
             assert_eq!(runs.get(), 1, "the work ran once");
+            assert_eq!(count(pool, &t).await, 1, "one effect");
+            assert_eq!(count(pool, &records).await, 1);
+            drop_tables(pool, &[&t, &records]).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn a_claim_rolled_back_under_queued_duplicates_hands_the_key_to_one_of_them() {
+            let Some(fx) = fixture("once rolled back under duplicates").await else {
+                return;
+            };
+            let pool = &fx.pool;
+            let t = effects_table(pool).await;
+            let records = unique_name("once_calls");
+            let once = records_for(&records);
+            once.migrate(pool).await.unwrap();
+            let runs = Counter::default();
+            let gate = Gate::closed();
+            let tool = {
+                let (pool, t, runs, gate) = (pool.clone(), t.clone(), runs.clone(), gate.clone());
+                Tool::new("flaky", "", move |ctx: ToolContext, args: Args| {
+                    let (pool, t, runs, gate) =
+                        (pool.clone(), t.clone(), runs.clone(), gate.clone());
+                    async move {
+                        ctx.once(&pool, async move |tx| {
+                            let run = runs.bump();
+                            exec(&mut **tx, format!("INSERT INTO {t} VALUES ({}, 'x')", args.item))
+                                .await?;
+                            if run == 1 {
+                                // The duplicates queue behind this claim; then it rolls back.
+                                // On MariaDB, the row's rollback leaves the duplicates' locks
+                                // on the gap, and InnoDB ends all but one of their claims as
+                                // deadlocks (1213): retried, they queue behind the new claim.
+                                gate.pass().await;
+                                return Err(BoxError::from(std::io::Error::other(
+                                    "deadlock detected",
+                                )));
+                            }
+                            Ok(run)
+                        })
+                        .await
+                    }
+                })
+                .once(once)
+            };
+            let retries = Counter::default();
+            let toolbox = Toolbox::builder()
+                .policy(fast_counting(10, &retries))
+                .tool(tool)
+                .build()
+                .unwrap();
+            let calls =
+                sixteen_queued(&fx, &records, &toolbox, "flaky", json!({"item": 5}), &runs).await;
+            gate.release();
+            let answers = answers(calls).await;
+            for (i, answer) in answers.iter().enumerate() {
+                assert_eq!(answer.as_ref().unwrap(), &json!(2), "answer {i}");
+            }
+            assert_eq!(runs.get(), 2, "the rolled-back run, then one more");
+            if HANDOFF_DEADLOCKS {
+                // The first call's retry, and at least one duplicate's after a deadlock.
+                assert!(retries.get() > 1, "retries: {}", retries.get());
+            } else {
+                assert_eq!(retries.get(), 1, "only the first call's retry");
+            }
             assert_eq!(count(pool, &t).await, 1, "one effect");
             assert_eq!(count(pool, &records).await, 1);
             drop_tables(pool, &[&t, &records]).await;
