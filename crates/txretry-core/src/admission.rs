@@ -486,11 +486,12 @@ pub fn note_failure(policy: &crate::RetryPolicy, options: &crate::TxOptions, ver
     if let (true, Some(admission)) = (collided, policy.admission())
         && !options.keys().is_empty()
     {
+        let now = Instant::now();
         for collisions in [&admission.contended, &admission.busy]
             .into_iter()
             .flatten()
         {
-            collisions.note(options.keys(), Instant::now());
+            collisions.note(options.keys(), now);
         }
     }
 }
