@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::{TransientKind, Verdict};
+use crate::Verdict;
 
 /// Each key in use and its lock: a semaphore with one permit. An entry lives while anyone
 /// holds or waits for the key; [`Permit`] removes it when the last one lets go.
@@ -482,7 +482,7 @@ impl Collisions {
 /// nothing on the success path, where it is never called).
 #[doc(hidden)]
 pub fn note_failure(policy: &crate::RetryPolicy, options: &crate::TxOptions, verdict: Verdict) {
-    let collided = matches!(verdict, Verdict::Transient(kind) if kind != TransientKind::Connection);
+    let collided = matches!(verdict, Verdict::Transient(kind) if !kind.loses_session());
     if let (true, Some(admission)) = (collided, policy.admission())
         && !options.keys().is_empty()
     {
@@ -879,6 +879,7 @@ impl<'a> DatabaseLocks<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TransientKind;
     use std::collections::HashSet;
     use std::time::Duration;
 

@@ -8,7 +8,7 @@ use crate::chain::{MAX_LINKS, links};
 use crate::message::{MessageFallback, match_message};
 use crate::registry::extract;
 use crate::table::default_verdict;
-use crate::{Classification, Code, CodeExtractor, Profile, TransientKind, Verdict};
+use crate::{Classification, Code, CodeExtractor, Profile, Verdict};
 
 type Hook = Arc<dyn Fn(&(dyn Error + 'static)) -> Option<Classification> + Send + Sync>;
 
@@ -245,16 +245,18 @@ pub(crate) fn no_driver(_: &(dyn Error + 'static)) -> Option<Code> {
 }
 
 /// Whether the connection an error came from is unusable, judged from the driver's own
-/// codes and the default table only: a connection-class code, or a failure the driver
-/// detected itself. A user's classifier never changes this.
+/// codes and the default table only: a connection-class or failover code (a session on a
+/// server that is going away, or on a standby, is no use for the next attempt), or a
+/// failure the driver detected itself. A user's classifier never changes this.
 pub(crate) fn broken_connection(error: &(dyn Error + 'static), driver: CodeExtractor) -> bool {
     links(error, MAX_LINKS)
         .find_map(|link| driver(link).or_else(|| extract(link)))
         .is_some_and(|code| {
             matches!(code, Code::Driver(_))
-                || matches!(
-                    default_verdict(code),
-                    Some(Verdict::Transient(TransientKind::Connection) | Verdict::Ambiguous)
-                )
+                || match default_verdict(code) {
+                    Some(Verdict::Ambiguous) => true,
+                    Some(Verdict::Transient(kind)) => kind.loses_session(),
+                    _ => false,
+                }
         })
 }

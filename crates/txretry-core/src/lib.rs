@@ -10,6 +10,7 @@ mod chain;
 mod classifier;
 mod code;
 mod event;
+mod failover;
 mod key;
 mod message;
 mod options;

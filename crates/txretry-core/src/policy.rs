@@ -56,6 +56,7 @@ struct Inner {
     on_retry: Option<RetryHook>,
     on_give_up: Option<GiveUpHook>,
     admission: Option<Admission>,
+    failover: Option<Duration>,
     scope: Option<Scope>,
 }
 
@@ -88,6 +89,9 @@ pub enum StopReason {
     AttemptsExhausted,
     /// The next wait would end past `max_elapsed`.
     ElapsedExceeded,
+    /// A failover or connection outage outlasted the policy's failover budget
+    /// ([`RetryPolicyBuilder::failover`]).
+    OutageExceeded,
 }
 
 impl Default for RetryPolicy {
@@ -130,6 +134,7 @@ impl RetryPolicy {
             on_retry: p.on_retry.clone(),
             on_give_up: p.on_give_up.clone(),
             admission: p.admission.clone(),
+            failover: p.failover,
         }
     }
 
@@ -244,6 +249,14 @@ impl RetryPolicy {
     pub(crate) fn admission(&self) -> Option<&Admission> {
         self.inner.admission.as_ref()
     }
+
+    pub(crate) fn failover(&self) -> Option<Duration> {
+        self.inner.failover
+    }
+
+    pub(crate) fn retry_on(&self) -> KindSet {
+        self.inner.retry_on
+    }
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -260,6 +273,7 @@ impl fmt::Debug for RetryPolicy {
             .field("on_retry", &p.on_retry.is_some())
             .field("on_give_up", &p.on_give_up.is_some())
             .field("admission", &p.admission)
+            .field("failover", &p.failover)
             .field("scope", &p.scope)
             .finish()
     }
@@ -278,6 +292,7 @@ pub struct RetryPolicyBuilder {
     on_retry: Option<RetryHook>,
     on_give_up: Option<GiveUpHook>,
     admission: Option<Admission>,
+    failover: Option<Duration>,
 }
 
 impl Default for RetryPolicyBuilder {
@@ -293,6 +308,7 @@ impl Default for RetryPolicyBuilder {
             on_retry: None,
             on_give_up: None,
             admission: None,
+            failover: None,
         }
     }
 }
@@ -414,6 +430,40 @@ impl RetryPolicyBuilder {
         self
     }
 
+    /// Rides out a failover or a server restart: adds [`TransientKind::Failover`] and
+    /// [`TransientKind::Connection`] to the kinds retried (a later
+    /// [`retry_on`](RetryPolicyBuilder::retry_on) replaces the set), and retries them for
+    /// as long as an outage lasts, up to `max_outage` from its first failure, whatever
+    /// `max_attempts` says. The waits start at 50 ms and double up to 500 ms (±20%
+    /// jitter), so the first attempt after the new primary accepts writes comes within
+    /// half a second. Retries within an outage draw on no attempt budget (neither
+    /// `max_attempts` nor a tool call's [`Scope`]); `max_elapsed`, when set, still bounds
+    /// the whole loop.
+    ///
+    /// What stays safe: a failure before COMMIT was sent means the server rolled the
+    /// attempt back, and the runners discard the connection so the next attempt connects
+    /// anew (to the new primary, through a proxy or a multi-host URL). A failure *at*
+    /// COMMIT is [`Verdict::Ambiguous`](crate::Verdict::Ambiguous) as always: never run
+    /// again unless the call is idempotent.
+    ///
+    /// # Default
+    /// None: `RetryPolicy::default()` does not retry failover or connection failures. An
+    /// outage lasts seconds; a default that waits that long inside every call would change
+    /// the latency of every caller that never asked for it, and a service usually has its
+    /// own deadline. Pick [`RetryPolicy::high_availability`] (60 s) or set it here.
+    ///
+    /// [`TransientKind::Failover`]: crate::TransientKind::Failover
+    /// [`TransientKind::Connection`]: crate::TransientKind::Connection
+    #[must_use]
+    pub fn failover(mut self, max_outage: Duration) -> Self {
+        self.failover = Some(max_outage);
+        self.retry_on = self
+            .retry_on
+            .with(crate::TransientKind::Failover)
+            .with(crate::TransientKind::Connection);
+        self
+    }
+
     /// Checks the settings and builds the policy.
     pub fn build(self) -> Result<RetryPolicy, PolicyError> {
         if self.max_attempts == 0 {
@@ -456,6 +506,7 @@ impl RetryPolicyBuilder {
                 on_retry: self.on_retry,
                 on_give_up: self.on_give_up,
                 admission: self.admission,
+                failover: self.failover,
                 scope: None,
             }),
         })

@@ -22,9 +22,17 @@ use crate::{
 pub struct RetryState {
     policy: RetryPolicy,
     idempotent: bool,
+    /// A 25006 (read-only transaction) in a transaction asked to be read-only is the
+    /// caller's own write, not a standby: permanent.
+    read_only: bool,
     attempt: u32,
     /// Read only when the policy has a `max_elapsed`: the happy path skips the clock.
     start: Option<tokio::time::Instant>,
+    /// When the current outage (a run of failover or connection failures ridden out under
+    /// the policy's failover budget) began, and how many of its attempts failed.
+    outage: Option<(tokio::time::Instant, u32)>,
+    /// Attempts spent inside outages: they count against no `max_attempts`.
+    outage_attempts: u32,
     /// Every failed attempt; allocated on the first failure only.
     history: Vec<AttemptFailure>,
 }
@@ -38,8 +46,11 @@ impl RetryState {
         RetryState {
             policy: policy.clone(),
             idempotent: options.is_idempotent(),
+            read_only: options.is_read_only(),
             attempt: 1,
             start,
+            outage: None,
+            outage_attempts: 0,
             history: Vec::new(),
         }
     }
@@ -68,33 +79,57 @@ impl RetryState {
     where
         E: AsError<V>,
     {
-        self.history.push(failure.failure);
+        let mut judged = failure.failure;
+        if self.read_only && judged.code == Some(crate::Code::SqlState(READ_ONLY_TRANSACTION)) {
+            // The caller's own write in a transaction it asked to be read-only.
+            judged.verdict = Verdict::Permanent;
+        }
+        self.history.push(judged);
         if let Some(reason) = failure.stop {
             return Decision::Stop(reason);
         }
         let elapsed = self.start.map_or(Duration::ZERO, |start| start.elapsed());
-        let mut decision = self.policy.decide(
-            failure.failure.verdict,
-            self.idempotent,
-            self.attempt,
-            elapsed,
-            fastrand::f64(),
-        );
-        if matches!(decision, Decision::RetryAfter(_))
-            && let Some(scope) = self.policy.scope()
-            && !scope.take_retry()
-        {
-            // The operation this loop is part of has spent its retries elsewhere.
-            decision = Decision::Stop(StopReason::AttemptsExhausted);
+        let unit = fastrand::f64();
+        let decision = match self.outage_decision(judged.verdict, unit) {
+            Some(decision) => {
+                // Within the outage budget: no attempt budget is drawn on, but the
+                // loop's own time limit still holds.
+                match (decision, self.policy.max_elapsed()) {
+                    (Decision::RetryAfter(delay), Some(max)) if elapsed + delay > max => {
+                        Decision::Stop(StopReason::ElapsedExceeded)
+                    }
+                    _ => decision,
+                }
+            }
+            None => {
+                self.outage = None;
+                let decision = self.policy.decide(
+                    judged.verdict,
+                    self.idempotent,
+                    self.attempt - self.outage_attempts,
+                    elapsed,
+                    unit,
+                );
+                match (decision, self.policy.scope()) {
+                    // The operation this loop is part of has spent its retries elsewhere.
+                    (Decision::RetryAfter(_), Some(scope)) if !scope.take_retry() => {
+                        Decision::Stop(StopReason::AttemptsExhausted)
+                    }
+                    _ => decision,
+                }
+            }
+        };
+        if self.outage.is_some() && matches!(decision, Decision::RetryAfter(_)) {
+            self.outage_attempts += 1;
         }
         if let Decision::RetryAfter(delay) = decision {
             let event = RetryEvent {
                 attempt: self.attempt,
                 max_attempts: self.policy.max_attempts(),
                 delay,
-                verdict: failure.failure.verdict,
-                code: failure.failure.code,
-                phase: failure.failure.phase,
+                verdict: judged.verdict,
+                code: judged.code,
+                phase: judged.phase,
                 error: failure.error.as_error(),
                 tool: self.policy.scope().and_then(Scope::tool),
                 call_id: self.policy.scope().and_then(Scope::call_id),
@@ -102,6 +137,28 @@ impl RetryState {
             };
             emit_retry(&self.policy, &event);
             self.attempt += 1;
+        }
+        decision
+    }
+
+    /// The decision under the policy's failover budget when `verdict` is part of an
+    /// outage (starting or continuing one); `None` otherwise.
+    fn outage_decision(&mut self, verdict: Verdict, unit: f64) -> Option<Decision> {
+        if self.policy.failover().is_none() || !crate::failover::is_outage(verdict) {
+            return None;
+        }
+        let now = tokio::time::Instant::now();
+        let (began, failures) = self.outage.get_or_insert((now, 0));
+        *failures += 1;
+        let (began, failures) = (*began, *failures);
+        let decision = self.policy.decide_in_outage(
+            verdict,
+            now.saturating_duration_since(began),
+            failures,
+            unit,
+        );
+        if decision.is_none() {
+            self.outage = None;
         }
         decision
     }
@@ -223,6 +280,9 @@ macro_rules! retry_blocking {
     }};
 }
 
+/// `read_only_sql_transaction`.
+const READ_ONLY_TRANSACTION: crate::SqlState = crate::SqlState::from_static("25006");
+
 /// One failed attempt of a transaction runner: the caller's error, how it was judged, and
 /// whether the connection it ran on can still be used. Built by adapter runners with
 /// [`TxFailure::in_body`] and [`TxFailure::at_commit`].
@@ -259,7 +319,7 @@ impl<E> TxFailure<E> {
         let answer = failure.failure;
         let server_said_not_committed = answer.code.is_some_and(crate::Code::is_from_server)
             && match answer.verdict {
-                Verdict::Transient(kind) => kind != crate::TransientKind::Connection,
+                Verdict::Transient(kind) => !kind.loses_session(),
                 Verdict::Permanent => !failure.broken,
                 _ => false,
             };

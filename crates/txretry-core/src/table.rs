@@ -27,9 +27,14 @@ fn sqlstate(state: &str) -> Option<Verdict> {
         // transaction_integrity_constraint / statement_completion_unknown and
         // transaction_resolution_unknown: the commit may have happened.
         "40003" | "08007" => Verdict::Ambiguous,
-        // admin_shutdown, crash_shutdown, cannot_connect_now, idle_session_timeout,
-        // database_dropped; too_many_connections.
-        "57P01" | "57P02" | "57P03" | "57P04" | "57P05" | "53300" => Verdict::Transient(Connection),
+        // admin_shutdown (fast shutdown, switchover, terminated backend), crash_shutdown,
+        // cannot_connect_now (starting, stopping, in recovery); read_only_sql_transaction
+        // (a write on a standby or a demoted primary). The runners make a 25006 in a
+        // transaction that was asked to be read-only permanent.
+        "57P01" | "57P02" | "57P03" | "25006" => Verdict::Transient(Failover),
+        // idle_session_timeout; too_many_connections. (57P04 database_dropped is
+        // permanent: the database is gone, on every node.)
+        "57P05" | "53300" => Verdict::Transient(Connection),
         s if s.starts_with("08") => Verdict::Transient(Connection),
         _ => return None,
     })
@@ -101,20 +106,24 @@ mod tests {
         }
     }
     #[test]
-    fn postgres_57p01_admin_shutdown_is_connection() {
-        assert_eq!(pg("57P01"), transient(Connection));
+    fn postgres_57p01_admin_shutdown_is_failover() {
+        assert_eq!(pg("57P01"), transient(Failover));
     }
     #[test]
-    fn postgres_57p02_crash_shutdown_is_connection() {
-        assert_eq!(pg("57P02"), transient(Connection));
+    fn postgres_57p02_crash_shutdown_is_failover() {
+        assert_eq!(pg("57P02"), transient(Failover));
     }
     #[test]
-    fn postgres_57p03_cannot_connect_now_is_connection() {
-        assert_eq!(pg("57P03"), transient(Connection));
+    fn postgres_57p03_cannot_connect_now_is_failover() {
+        assert_eq!(pg("57P03"), transient(Failover));
     }
     #[test]
-    fn postgres_57p04_database_dropped_is_connection() {
-        assert_eq!(pg("57P04"), transient(Connection));
+    fn postgres_25006_read_only_transaction_is_failover() {
+        assert_eq!(pg("25006"), transient(Failover));
+    }
+    #[test]
+    fn postgres_57p04_database_dropped_is_not_in_the_table() {
+        assert_eq!(pg("57P04"), None);
     }
     #[test]
     fn postgres_57p05_idle_session_timeout_is_connection() {

@@ -59,17 +59,28 @@ pub enum TransientKind {
     /// The connection failed or could not be had. Recognised, retried only when opted in,
     /// and never after COMMIT was sent.
     Connection,
+    /// The server is going away, coming back, or is not the primary: Postgres 57P01
+    /// (`admin_shutdown`: a fast shutdown, a switchover, `pg_terminate_backend`), 57P02
+    /// (`crash_shutdown`), 57P03 (`cannot_connect_now`: starting up, shutting down, in
+    /// recovery) and 25006 (`read_only_sql_transaction`: a write reached a standby or a
+    /// demoted primary). Before COMMIT the server rolled the attempt back; the connection
+    /// is discarded and the next attempt runs on a new one. Retried only under a failover
+    /// budget ([`RetryPolicyBuilder::failover`](crate::RetryPolicyBuilder::failover)), and
+    /// never after COMMIT was sent. A 25006 in a transaction the caller asked to be
+    /// read-only is a programming error: permanent.
+    Failover,
 }
 
 impl TransientKind {
     /// Every kind, in declaration order.
-    pub const ALL: [TransientKind; 6] = [
+    pub const ALL: [TransientKind; 7] = [
         TransientKind::Deadlock,
         TransientKind::LockTimeout,
         TransientKind::SerializationFailure,
         TransientKind::Busy,
         TransientKind::Locked,
         TransientKind::Connection,
+        TransientKind::Failover,
     ];
 
     /// A short stable name, used in events and metrics: `deadlock`, `lock_timeout`, …
@@ -81,7 +92,16 @@ impl TransientKind {
             TransientKind::Busy => "busy",
             TransientKind::Locked => "locked",
             TransientKind::Connection => "connection",
+            TransientKind::Failover => "failover",
         }
+    }
+
+    /// Whether the session the failure came from is gone or on the wrong server
+    /// ([`Connection`](TransientKind::Connection), [`Failover`](TransientKind::Failover)):
+    /// the connection must be discarded, and at COMMIT such a failure proves nothing about
+    /// whether the commit landed.
+    pub fn loses_session(self) -> bool {
+        matches!(self, TransientKind::Connection | TransientKind::Failover)
     }
 
     pub(crate) fn bit(self) -> u8 {
@@ -104,7 +124,7 @@ impl KindSet {
     pub const EMPTY: KindSet = KindSet(0);
 
     /// The kinds `RetryPolicy::default()` retries: deadlock, lock timeout, serialization
-    /// failure and busy. `Locked` and `Connection` are recognised but opt-in.
+    /// failure and busy. `Locked`, `Connection` and `Failover` are recognised but opt-in.
     pub const DEFAULT: KindSet = KindSet(
         (1 << TransientKind::Deadlock as u8)
             | (1 << TransientKind::LockTimeout as u8)
@@ -113,7 +133,7 @@ impl KindSet {
     );
 
     /// Every kind.
-    pub const ALL: KindSet = KindSet(0b11_1111);
+    pub const ALL: KindSet = KindSet(0b111_1111);
 
     /// Whether `kind` is in the set.
     pub fn contains(self, kind: TransientKind) -> bool {
