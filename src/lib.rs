@@ -90,6 +90,14 @@ pub use txretry_rusqlite as rusqlite;
 #[cfg(feature = "tool")]
 pub use txretry_tool as tool;
 
+// The guides: always documented; compiled, and their examples tested, with the features
+// those examples use.
+#[cfg(any(
+    doc,
+    all(feature = "sqlx-postgres", feature = "sqlx-sqlite", feature = "tool")
+))]
+pub mod docs;
+
 /// The README's examples, compiled (and the runnable ones run) as doc tests so they cannot
 /// drift from the API.
 #[cfg(all(
