@@ -9,10 +9,10 @@
 //!
 //! - **In the body** (after a write, before COMMIT): the server rolled the transaction
 //!   back when it shut down, and the next statement fails on the dead session: a
-//!   `Connection` verdict in the Body phase. `RetryPolicy::default()` does not retry it
-//!   (the error surfaces, nothing was written); a policy that opts in to `Connection`
-//!   runs the transaction again on a fresh connection from the pool, and the rows are
-//!   there once.
+//!   `Failover` verdict (Postgres' `57P01`) or a `Connection` one (the socket closed) in
+//!   the Body phase. `RetryPolicy::default()` does not retry it (the error surfaces,
+//!   nothing was written); a policy that opts in to both runs the transaction again on a
+//!   fresh connection from the pool, and the rows are there once.
 //! - **Between the last statement and COMMIT**: on Postgres the runner's `SELECT 1`
 //!   before COMMIT meets the dead session, so it is a Body failure like the one above. On
 //!   MariaDB COMMIT goes out on the dead session and fails: Ambiguous (the runner cannot
@@ -39,17 +39,30 @@ fn sql(text: String) -> AssertSqlSafe<String> {
     AssertSqlSafe(text)
 }
 
-/// Three attempts, retrying the default kinds (not `Connection`).
+/// Three attempts, retrying the default kinds (not `Connection` nor `Failover`).
 fn default_kinds() -> (RetryPolicy, Seen) {
     let (policy, seen) = recording(3);
     (policy.build().unwrap(), seen)
 }
 
-/// Three attempts, retrying the default kinds and `Connection`.
+/// Three attempts, retrying the default kinds and a lost session (`Connection`,
+/// `Failover`), without a failover budget: a restart here is over before the retry.
 fn with_connection() -> (RetryPolicy, Seen) {
     let (policy, seen) = recording(3);
-    let kinds = KindSet::DEFAULT.with(TransientKind::Connection);
+    let kinds = KindSet::DEFAULT
+        .with(TransientKind::Connection)
+        .with(TransientKind::Failover);
     (policy.retry_on(kinds).build().unwrap(), seen)
+}
+
+/// The verdict of a session the restart ended: Postgres' `57P01` when the client read the
+/// server's FATAL (`Failover`), a closed socket otherwise (`Connection`).
+fn lost_session(verdict: Verdict) -> Verdict {
+    assert!(
+        matches!(verdict, Verdict::Transient(kind) if kind.loses_session()),
+        "{verdict:?}"
+    );
+    verdict
 }
 
 /// Rows in `table`, counted on a new session (not the pool under test).
@@ -159,7 +172,7 @@ async fn sqlx_pool_across_restarts<DB>(
     eprintln!("{prefix}: restart in the body: {err:?}");
     assert_outcome(
         &err,
-        Verdict::Transient(TransientKind::Connection),
+        lost_session(err.outcome().verdict()),
         Phase::Body,
         1,
         StopReason::NotRetryable,
@@ -178,7 +191,7 @@ async fn sqlx_pool_across_restarts<DB>(
     .expect("the pool recovered");
     assert_eq!(count::<DB>(url, &t).await, 1);
 
-    // Opted in to `Connection`: the transaction runs again on a fresh connection, and its
+    // Opted in to a lost session: the transaction runs again on a fresh connection, and its
     // rows are there once (a second copy would fail on the primary key).
     let (policy, seen) = with_connection();
     let (result, attempts) =
@@ -187,14 +200,11 @@ async fn sqlx_pool_across_restarts<DB>(
     assert_eq!(attempts, 2);
     let judged = seen.judged();
     assert_eq!(judged.len(), 1, "{judged:?}");
-    assert_eq!(
-        judged[0].verdict,
-        Verdict::Transient(TransientKind::Connection)
-    );
+    lost_session(judged[0].verdict);
     assert_eq!(judged[0].phase, Phase::Body);
     assert_eq!(count::<DB>(url, &t).await, 3, "10, 20 and 21, once each");
 
-    // Restart after the last write, before COMMIT. The policy retries `Connection`; the
+    // Restart after the last write, before COMMIT. The policy retries a lost session; the
     // call is not idempotent.
     let (policy, seen) = with_connection();
     let (result, attempts) = insert_across_restart(server, pool, &policy, &t, &[30], true).await;
@@ -205,10 +215,7 @@ async fn sqlx_pool_across_restarts<DB>(
         assert_eq!(attempts, 2);
         let judged = seen.judged();
         assert_eq!(judged.len(), 1, "{judged:?}");
-        assert_eq!(
-            judged[0].verdict,
-            Verdict::Transient(TransientKind::Connection)
-        );
+        lost_session(judged[0].verdict);
         assert_eq!(judged[0].phase, Phase::Body);
         assert_eq!(count::<DB>(url, &t).await, 4, "row 30 once");
     } else {
@@ -352,7 +359,7 @@ async fn tokio_postgres_across_restart(server: &RestartableServer) {
     eprintln!("rs_tp: restart in the body: {err:?}");
     assert_outcome(
         &err,
-        Verdict::Transient(TransientKind::Connection),
+        lost_session(err.outcome().verdict()),
         Phase::Body,
         1,
         StopReason::ConnectionUnusable,
@@ -415,7 +422,7 @@ async fn mysql_async_pool_across_restart(server: &RestartableServer) {
     eprintln!("rs_ma: restart in the body: {err:?}");
     assert_outcome(
         &err,
-        Verdict::Transient(TransientKind::Connection),
+        lost_session(err.outcome().verdict()),
         Phase::Body,
         1,
         StopReason::NotRetryable,

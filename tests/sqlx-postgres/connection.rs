@@ -1,5 +1,5 @@
 //! A connection that dies inside the transaction (the server terminates the session:
-//! 57P01): the kind is `Connection`, retried only when the policy opts in, and the next
+//! 57P01): the kind is `Failover`, retried only when the policy opts in, and the next
 //! attempt runs on a fresh connection.
 
 use std::time::Duration;
@@ -19,7 +19,7 @@ async fn terminated_session_is_discarded_and_retried_when_opted_in() {
     let policy = RetryPolicy::builder()
         .max_attempts(3)
         .backoff(Backoff::Constant(Duration::from_millis(1)))
-        .retry_on(KindSet::DEFAULT.with(TransientKind::Connection))
+        .retry_on(KindSet::DEFAULT.with(TransientKind::Failover))
         .build()
         .unwrap();
     let mut pids = Vec::new();
@@ -46,7 +46,7 @@ async fn terminated_session_is_discarded_and_retried_when_opted_in() {
     .unwrap();
 
     let c = in_closure.unwrap();
-    assert_eq!(c.verdict, Verdict::Transient(TransientKind::Connection));
+    assert_eq!(c.verdict, Verdict::Transient(TransientKind::Failover));
     assert_eq!(c.code, sqlstate("57P01"), "admin_shutdown");
     assert_eq!(pids.len(), 2);
     assert_ne!(
@@ -74,12 +74,12 @@ async fn terminated_session_is_discarded_and_retried_when_opted_in() {
     assert_eq!(code_of(err.error()).as_deref(), Some("57P01"), "{err:?}");
     assert_eq!(
         txretry::classify(err.error()).verdict,
-        Verdict::Transient(TransientKind::Connection)
+        Verdict::Transient(TransientKind::Failover)
     );
     let outcome = err.outcome();
     assert_eq!(
         outcome.verdict(),
-        Verdict::Transient(TransientKind::Connection),
+        Verdict::Transient(TransientKind::Failover),
         "{outcome:?}"
     );
     assert_eq!(outcome.code(), sqlstate("57P01"));

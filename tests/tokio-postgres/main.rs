@@ -16,6 +16,7 @@ mod deferred_constraint;
 mod lock_timeout;
 mod options;
 mod raise_exception;
+mod reconnecting;
 mod send_spawn;
 mod serialization;
 mod service_spawn;

@@ -84,7 +84,12 @@ async fn isolation_and_read_only_are_applied() {
         err.error().code(),
         Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
     );
-    assert_eq!(txretry::classify(err.error()).verdict, Verdict::Permanent);
+    // Out of context, 25006 is a write that reached a standby (a failover); the runner knows
+    // the caller asked for a read-only transaction, so its outcome is permanent.
+    assert_eq!(
+        txretry::classify(err.error()).verdict,
+        Verdict::Transient(txretry::TransientKind::Failover)
+    );
     let outcome = err.outcome();
     assert_eq!(outcome.verdict(), Verdict::Permanent, "{outcome:?}");
     assert_eq!(outcome.code(), Some(sqlstate("25006")));

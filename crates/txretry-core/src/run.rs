@@ -359,6 +359,20 @@ impl<E> TxFailure<E> {
         }
     }
 
+    /// Applies what the transaction's options say about the failure: a `25006`
+    /// (`read_only_sql_transaction`) in a transaction the caller asked to be read-only is
+    /// the caller's own write, not a standby: permanent, and the connection is fine.
+    #[must_use]
+    pub fn under(mut self, options: &TxOptions) -> Self {
+        if options.is_read_only()
+            && self.failure.code == Some(crate::Code::SqlState(READ_ONLY_TRANSACTION))
+        {
+            self.failure.verdict = Verdict::Permanent;
+            self.broken = false;
+        }
+        self
+    }
+
     /// Ends the loop with this failure whatever its verdict: for a runner that cannot make
     /// another attempt (its one connection is gone and it cannot get another).
     #[must_use]

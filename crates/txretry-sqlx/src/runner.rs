@@ -287,7 +287,7 @@ where
             LockStyle::InBegin | LockStyle::Session => database_locks(&policy, &options),
         };
         let locks_in_begin = locks.filter(|_| DB::LOCKS == LockStyle::InBegin);
-        let body = |error: E| TxFailure::in_body(&policy, extract, error);
+        let body = |error: E| TxFailure::in_body(&policy, extract, error).under(&options);
         let conn = pool.acquire().await.map_err(|e| body(E::from(e)))?;
         // Until the session is known clean, dropping the lease (the caller dropped our
         // future) closes the connection instead of pooling it.

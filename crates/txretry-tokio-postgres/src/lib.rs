@@ -82,6 +82,10 @@ match result {
 
 use std::error::Error as StdError;
 
+mod reconnecting;
+
+pub use reconnecting::Reconnecting;
+
 use tokio_postgres::error::DbError;
 use tokio_postgres::{Client, IsolationLevel, SimpleQueryMessage, Transaction};
 use txretry_core::__private::{DatabaseLocks, database_locks, note_busy};
@@ -274,88 +278,149 @@ where
     run(client, policy.clone(), options.clone(), f)
 }
 
+/// Where an attempt's client comes from: the caller's one client (a broken connection ends
+/// the loop), or a [`Reconnecting`] client (a broken connection is replaced).
+pub(crate) trait Source: Send {
+    /// The client for the next attempt; a failure to get one fails the attempt.
+    fn client_for_attempt<E, V>(
+        &mut self,
+        policy: &RetryPolicy,
+    ) -> impl Future<Output = Result<&mut Client, TxFailure<E>>> + Send
+    where
+        E: From<tokio_postgres::Error> + AsError<V>;
+
+    /// The attempt failed and left the connection unusable for another (closed, or still
+    /// inside the failed transaction): what the loop is told.
+    fn lost<E>(&mut self, failure: TxFailure<E>) -> TxFailure<E>;
+}
+
+impl Source for &mut Client {
+    async fn client_for_attempt<E, V>(
+        &mut self,
+        _: &RetryPolicy,
+    ) -> Result<&mut Client, TxFailure<E>>
+    where
+        E: From<tokio_postgres::Error> + AsError<V>,
+    {
+        Ok(&mut **self)
+    }
+
+    fn lost<E>(&mut self, failure: TxFailure<E>) -> TxFailure<E> {
+        // The caller's client: there is no other to run the next attempt on.
+        failure.ends_retrying()
+    }
+}
+
+/// A failed attempt, and whether it left the connection unusable.
+type Failed<E> = (TxFailure<E>, bool);
+
 /// The runner proper. It owns its policy and options, so its future borrows nothing of
-/// the caller's but the client and `f`.
-async fn run<T, E, V, F>(
-    client: &mut Client,
+/// the caller's but the client source and `f`.
+pub(crate) async fn run<S, T, E, V, F>(
+    mut source: S,
     policy: RetryPolicy,
     options: TxOptions,
     mut f: F,
 ) -> Result<T, TxError<E>>
 where
+    S: Source,
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
     E: From<tokio_postgres::Error> + AsError<V>,
 {
     let mut state = RetryState::new(&policy, &options);
     txretry_core::retry_async!(state, admission = &options, async {
-        // Database-backed admission: the keys' locks, if any (asked per attempt: with
-        // `only_for_contended_keys` a collision turns them on).
-        let locks = database_locks(&policy, &options);
-        let level = options.get_isolation();
-        let typed = level.and_then(typed_level);
-        let mut tx = begin(client, typed, options.is_read_only())
-            .await
-            .map_err(|e| {
-                let closed = e.is_closed();
-                after_failure(&policy, E::from(e), closed, true)
-            })?;
-        if let (Some(level), None) = (level, typed) {
-            // A level this version of tokio-postgres has no typed option for: the standard
-            // statement, from core's fixed strings, before anything else in the transaction.
-            let set = format!("SET TRANSACTION ISOLATION LEVEL {}", level.as_sql());
-            if let Err(e) = tx.batch_execute(&set).await {
-                let rolled_back = tx.rollback().await.is_ok();
-                return Err(after_failure(
-                    &policy,
-                    E::from(e),
-                    client.is_closed(),
-                    rolled_back,
-                ));
-            }
-        }
-        if let Some(locks) = &locks {
-            // A lock not granted in time fails with Postgres' own 55P03. The locks are the
-            // transaction's: its ROLLBACK (also the one a dropped `Transaction` queues) or
-            // COMMIT releases them.
-            if let Err(e) = take_locks(&tx, locks, &policy, &options).await {
-                let rolled_back = tx.rollback().await.is_ok();
-                return Err(after_failure(
-                    &policy,
-                    E::from(e),
-                    client.is_closed(),
-                    rolled_back,
-                ));
-            }
-        }
-        match f(&mut tx).await {
-            Ok(value) => match commit(tx).await {
-                Committed::Yes => Ok(value),
-                Committed::Aborted(e) => {
-                    // The closure swallowed an error; nothing was committed, and the
-                    // transaction is still open: roll it back.
-                    let closed = client.is_closed();
-                    let rolled_back = !closed && client.batch_execute("ROLLBACK").await.is_ok();
-                    Err(after_failure(&policy, E::from(e), closed, rolled_back))
+        let client = source.client_for_attempt(&policy).await?;
+        let attempt: Result<T, Failed<E>> = async {
+            // Database-backed admission: the keys' locks, if any (asked per attempt: with
+            // `only_for_contended_keys` a collision turns them on).
+            let locks = database_locks(&policy, &options);
+            let level = options.get_isolation();
+            let typed = level.and_then(typed_level);
+            let mut tx = begin(client, typed, options.is_read_only())
+                .await
+                .map_err(|e| {
+                    let closed = e.is_closed();
+                    after_failure(&policy, &options, E::from(e), closed, true)
+                })?;
+            if let (Some(level), None) = (level, typed) {
+                // A level this version of tokio-postgres has no typed option for: the
+                // standard statement, from core's fixed strings, before anything else in
+                // the transaction.
+                let set = format!("SET TRANSACTION ISOLATION LEVEL {}", level.as_sql());
+                if let Err(e) = tx.batch_execute(&set).await {
+                    let rolled_back = tx.rollback().await.is_ok();
+                    return Err(after_failure(
+                        &policy,
+                        &options,
+                        E::from(e),
+                        client.is_closed(),
+                        rolled_back,
+                    ));
                 }
-                Committed::Failed(e) => {
-                    let failure = TxFailure::at_commit(&policy, extract, E::from(e));
-                    // If the `SELECT` failed for another reason (a statement timeout), the
-                    // COMMIT never ran and the transaction is still open; if the COMMIT
-                    // failed, the server already ended it and this ROLLBACK only warns.
-                    let cleaned =
-                        !client.is_closed() && client.batch_execute("ROLLBACK").await.is_ok();
-                    if !cleaned || failure.discards_connection() {
-                        Err(failure.ends_retrying())
-                    } else {
-                        Err(failure)
+            }
+            if let Some(locks) = &locks {
+                // A lock not granted in time fails with Postgres' own 55P03. The locks are
+                // the transaction's: its ROLLBACK (also the one a dropped `Transaction`
+                // queues) or COMMIT releases them.
+                if let Err(e) = take_locks(&tx, locks, &policy, &options).await {
+                    let rolled_back = tx.rollback().await.is_ok();
+                    return Err(after_failure(
+                        &policy,
+                        &options,
+                        E::from(e),
+                        client.is_closed(),
+                        rolled_back,
+                    ));
+                }
+            }
+            match f(&mut tx).await {
+                Ok(value) => match commit(tx).await {
+                    Committed::Yes => Ok(value),
+                    Committed::Aborted(e) => {
+                        // The closure swallowed an error; nothing was committed, and the
+                        // transaction is still open: roll it back.
+                        let closed = client.is_closed();
+                        let rolled_back = !closed && client.batch_execute("ROLLBACK").await.is_ok();
+                        Err(after_failure(
+                            &policy,
+                            &options,
+                            E::from(e),
+                            closed,
+                            rolled_back,
+                        ))
                     }
+                    Committed::Failed(e) => {
+                        let failure = TxFailure::at_commit(&policy, extract, E::from(e));
+                        // If the `SELECT` failed for another reason (a statement timeout),
+                        // the COMMIT never ran and the transaction is still open; if the
+                        // COMMIT failed, the server already ended it and this ROLLBACK
+                        // only warns.
+                        let cleaned =
+                            !client.is_closed() && client.batch_execute("ROLLBACK").await.is_ok();
+                        let unusable = !cleaned || failure.discards_connection();
+                        Err((failure, unusable))
+                    }
+                },
+                Err(e) => {
+                    let rolled_back = tx.rollback().await.is_ok();
+                    Err(after_failure(
+                        &policy,
+                        &options,
+                        e,
+                        client.is_closed(),
+                        rolled_back,
+                    ))
                 }
-            },
-            Err(e) => {
-                let rolled_back = tx.rollback().await.is_ok();
-                Err(after_failure(&policy, e, client.is_closed(), rolled_back))
             }
         }
+        .await;
+        attempt.map_err(|(failure, unusable)| {
+            if unusable {
+                source.lost(failure)
+            } else {
+                failure
+            }
+        })
     })
 }
 
@@ -428,23 +493,21 @@ async fn begin(
     builder.start().await
 }
 
-/// Judges a failure before COMMIT; a failure that leaves the client unusable for another
-/// attempt ends the loop.
+/// Judges a failure before COMMIT, and whether it left the client unusable for another
+/// attempt (closed, not rolled back, or a broken connection by the driver's own codes).
 fn after_failure<E, V>(
     policy: &RetryPolicy,
+    options: &TxOptions,
     error: E,
     closed: bool,
     rolled_back: bool,
-) -> TxFailure<E>
+) -> Failed<E>
 where
     E: AsError<V>,
 {
-    let failure = TxFailure::in_body(policy, extract, error);
-    if closed || !rolled_back || failure.discards_connection() {
-        failure.ends_retrying()
-    } else {
-        failure
-    }
+    let failure = TxFailure::in_body(policy, extract, error).under(options);
+    let unusable = closed || !rolled_back || failure.discards_connection();
+    (failure, unusable)
 }
 
 /// tokio-postgres's typed level for core's, when it has one.

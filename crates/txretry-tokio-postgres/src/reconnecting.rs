@@ -1,0 +1,202 @@
+//! A client that connects again when its connection is lost: what a runner needs to ride
+//! out a switchover or a failover, where every session of the old primary ends.
+
+use std::fmt;
+
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::{Client, Config, NoTls, Socket, Transaction};
+use txretry_core::{
+    AsError, AttemptFailure, Code, Phase, RetryPolicy, TransientKind, TxError, TxFailure,
+    TxOptions, Verdict,
+};
+
+use crate::{Source, extract};
+
+/// A tokio-postgres client that the runner replaces when its connection breaks: the
+/// answer for a primary behind a failover manager (Patroni, a managed service's HA).
+///
+/// It holds a [`Config`] and connects lazily, on the first transaction and again after
+/// any failure that lost the session (a terminated backend, a shutdown, a write that
+/// reached a standby). With a multi-host config and
+/// `target_session_attrs=read-write`, tokio-postgres tries the hosts in order and skips
+/// the ones that do not accept writes, so the next attempt lands on the new primary. The
+/// connection's background task is spawned on the current tokio runtime.
+///
+/// Under a policy with a failover budget ([`RetryPolicy::high_availability`]) its
+/// [`transaction`](Reconnecting::transaction) rides out the outage: attempts that fail
+/// before COMMIT (the server rolled them back) run again on a new connection until one
+/// commits or the budget runs out; a COMMIT whose answer was lost is
+/// [`Ambiguous`](Verdict::Ambiguous) and never run again unless the call is idempotent.
+///
+/// ```no_run
+/// use txretry_core::{RetryPolicy, TxError};
+/// use txretry_tokio_postgres::Reconnecting;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = "postgres://app@10.0.0.1:5432,10.0.0.2:5432,10.0.0.3:5432/shop\
+///               ?target_session_attrs=read-write&connect_timeout=2"
+///     .parse()?;
+/// let mut db = Reconnecting::new(config);
+/// let policy = RetryPolicy::high_availability();
+/// db.transaction(&policy, async |tx| {
+///     tx.execute("UPDATE stock SET n = n - 1 WHERE sku = $1", &[&"A-17"]).await
+/// })
+/// .await
+/// .map_err(TxError::into_error)?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A connection failure while connecting (refused, reset, every host read-only) is
+/// [`TransientKind::Connection`]: nothing ran. A server's own refusal keeps its code
+/// (`57P03` while a node starts is [`TransientKind::Failover`]; a wrong password is
+/// permanent).
+pub struct Reconnecting<T = NoTls> {
+    config: Config,
+    tls: T,
+    client: Option<Client>,
+}
+
+impl Reconnecting<NoTls> {
+    /// A reconnecting client without TLS. Nothing is connected yet.
+    pub fn new(config: Config) -> Self {
+        Reconnecting::with_tls(config, NoTls)
+    }
+}
+
+impl<T> Reconnecting<T>
+where
+    T: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
+    T::Stream: Send + 'static,
+    T::TlsConnect: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    /// A reconnecting client that connects with `tls`. Nothing is connected yet.
+    pub fn with_tls(config: Config, tls: T) -> Self {
+        Reconnecting {
+            config,
+            tls,
+            client: None,
+        }
+    }
+
+    /// The connected client, connecting first when there is none or it was closed.
+    pub async fn client(&mut self) -> Result<&mut Client, tokio_postgres::Error> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            let (client, connection) = self.config.connect(self.tls.clone()).await?;
+            tokio::spawn(async move {
+                // Ends when the connection does; its error is the next query's.
+                let _ = connection.await;
+            });
+            self.client = Some(client);
+        }
+        Ok(self
+            .client
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("connected above")))
+    }
+
+    /// Drops the current connection (if any); the next use connects again.
+    pub fn disconnect(&mut self) {
+        self.client = None;
+    }
+
+    /// Whether a connection is open now.
+    pub fn is_connected(&self) -> bool {
+        self.client.as_ref().is_some_and(|c| !c.is_closed())
+    }
+
+    /// The configuration it connects with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// [`crate::transaction`] on this client, connecting again whenever a failure lost the
+    /// connection, so that a retry runs on a new session (with a multi-host config: on
+    /// the current primary).
+    pub async fn transaction<R, E, V, F>(
+        &mut self,
+        policy: &RetryPolicy,
+        f: F,
+    ) -> Result<R, TxError<E>>
+    where
+        F: AsyncFnMut(&mut Transaction<'_>) -> Result<R, E>,
+        E: From<tokio_postgres::Error> + AsError<V>,
+    {
+        crate::run(self, policy.clone(), TxOptions::default(), f).await
+    }
+
+    /// [`crate::transaction_with`] on this client, connecting again whenever a failure
+    /// lost the connection.
+    pub async fn transaction_with<R, E, V, F>(
+        &mut self,
+        policy: &RetryPolicy,
+        options: &TxOptions,
+        f: F,
+    ) -> Result<R, TxError<E>>
+    where
+        F: AsyncFnMut(&mut Transaction<'_>) -> Result<R, E>,
+        E: From<tokio_postgres::Error> + AsError<V>,
+    {
+        crate::run(self, policy.clone(), options.clone(), f).await
+    }
+}
+
+impl<T> Source for &mut Reconnecting<T>
+where
+    T: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
+    T::Stream: Send + 'static,
+    T::TlsConnect: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    async fn client_for_attempt<E, V>(
+        &mut self,
+        policy: &RetryPolicy,
+    ) -> Result<&mut Client, TxFailure<E>>
+    where
+        E: From<tokio_postgres::Error> + AsError<V>,
+    {
+        match self.client().await {
+            Ok(client) => Ok(client),
+            Err(error) => Err(connect_failed(policy, error)),
+        }
+    }
+
+    fn lost<E>(&mut self, failure: TxFailure<E>) -> TxFailure<E> {
+        self.client = None;
+        failure
+    }
+}
+
+/// A failed connect. Nothing ran, so without a server code (refused, reset, timed out,
+/// "database does not allow writes" from `target_session_attrs`) it is a connection
+/// failure, safe to retry; a server's answer (`57P03` starting up, a wrong password)
+/// keeps its verdict.
+fn connect_failed<E, V>(policy: &RetryPolicy, error: tokio_postgres::Error) -> TxFailure<E>
+where
+    E: From<tokio_postgres::Error> + AsError<V>,
+{
+    if error.code().is_some() {
+        return TxFailure::in_body(policy, extract, E::from(error));
+    }
+    TxFailure::judged_as(
+        E::from(error),
+        AttemptFailure::new(
+            Verdict::Transient(TransientKind::Connection),
+            Some(Code::Driver("connect")),
+            Phase::Body,
+        ),
+    )
+}
+
+impl<T> fmt::Debug for Reconnecting<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reconnecting")
+            .field("config", &self.config)
+            .field(
+                "connected",
+                &self.client.as_ref().is_some_and(|c| !c.is_closed()),
+            )
+            .finish_non_exhaustive()
+    }
+}

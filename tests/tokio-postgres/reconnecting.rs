@@ -1,0 +1,169 @@
+//! A `Reconnecting` client replaces a connection the server ended: the backend is
+//! terminated in the middle of the first attempt (what every session of a primary meets in
+//! a switchover), and under `RetryPolicy::high_availability` the runner connects again and
+//! runs the whole transaction once more: one effect. Under a policy without a failover
+//! budget the same fault surfaces once. (The switchovers and failovers of a real cluster
+//! are in `tests/ha.rs`.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use txretry::tokio_postgres::Reconnecting;
+use txretry::{Phase, RetryPolicy, StopReason, TransientKind, Verdict};
+
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_backend_is_replaced_and_the_transaction_runs_again_once() {
+    let Some(url) = url("tokio_postgres::reconnecting") else {
+        return;
+    };
+    let observer = connect(&url).await;
+    let t = table("tp_reconnect");
+    create_rows(&observer, &t, 1).await;
+
+    let mut db = Reconnecting::new(url.parse().unwrap());
+    let (policy, seen) = recording(2);
+    let policy = policy
+        .failover(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let mut attempts = 0;
+    let mut pids = Vec::new();
+    db.transaction(&policy, async |tx| {
+        attempts += 1;
+        let pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
+        pids.push(pid);
+        tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
+            .await?;
+        if attempts == 1 {
+            let killed: bool = observer
+                .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+                .await?
+                .get(0);
+            assert!(killed);
+        }
+        tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
+            .await
+    })
+    .await
+    .expect("the second attempt commits on a new connection");
+
+    assert_eq!(attempts, 2);
+    assert_ne!(pids[0], pids[1], "the retry ran on a new backend");
+    assert_eq!(value(&observer, &t, 1).await, 2, "one effect: +2 once");
+    let judged = seen.judged();
+    assert_eq!(judged.len(), 1, "{judged:?}");
+    assert!(
+        matches!(
+            judged[0].verdict,
+            Verdict::Transient(TransientKind::Failover | TransientKind::Connection)
+        ),
+        "{judged:?}"
+    );
+    assert_eq!(judged[0].phase, Phase::Body);
+    assert!(db.is_connected());
+    drop_tables(&observer, &[&t]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_failover_budget_the_same_fault_surfaces_once() {
+    let Some(url) = url("tokio_postgres::reconnecting_default") else {
+        return;
+    };
+    let observer = connect(&url).await;
+    let t = table("tp_reconnect_default");
+    create_rows(&observer, &t, 1).await;
+
+    let mut db = Reconnecting::new(url.parse().unwrap());
+    let mut attempts = 0;
+    let err = db
+        .transaction(&RetryPolicy::default(), async |tx| {
+            attempts += 1;
+            let pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
+            tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
+                .await?;
+            observer
+                .execute("SELECT pg_terminate_backend($1)", &[&pid])
+                .await?;
+            tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
+                .await
+        })
+        .await
+        .expect_err("the default policy does not retry a lost session");
+    assert_eq!(attempts, 1);
+    let outcome = err.outcome();
+    assert_eq!(outcome.phase(), Phase::Body);
+    assert!(
+        matches!(
+            outcome.verdict(),
+            Verdict::Transient(TransientKind::Failover | TransientKind::Connection)
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.stop_reason(), StopReason::NotRetryable);
+    assert!(!db.is_connected(), "the lost connection was let go");
+    assert_eq!(
+        value(&observer, &t, 1).await,
+        0,
+        "rolled back by the server"
+    );
+
+    // The next call connects again by itself.
+    db.transaction(&RetryPolicy::default(), async |tx| {
+        tx.execute(&format!("UPDATE {t} SET v = v + 10 WHERE id = 1"), &[])
+            .await
+    })
+    .await
+    .expect("a new connection");
+    assert_eq!(value(&observer, &t, 1).await, 10);
+    drop_tables(&observer, &[&t]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connect_is_a_connection_failure_ridden_out_then_reported() {
+    // A port nothing listens on: every connect is refused, like a primary that is down.
+    let config: tokio_postgres::Config = "postgres://postgres@127.0.0.1:1/test".parse().unwrap();
+    let mut db = Reconnecting::new(config);
+    let policy = RetryPolicy::builder()
+        .failover(std::time::Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let err = db
+        .transaction(&policy, async |_tx| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            Ok::<_, tokio_postgres::Error>(())
+        })
+        .await
+        .expect_err("nothing to connect to");
+    assert_eq!(calls.load(Ordering::Relaxed), 0, "the closure never ran");
+    let outcome = err.outcome();
+    assert_eq!(
+        outcome.verdict(),
+        Verdict::Transient(TransientKind::Connection)
+    );
+    assert_eq!(outcome.stop_reason(), StopReason::OutageExceeded);
+    assert!(outcome.attempts() > 3, "{outcome:?}");
+    assert!(!outcome.may_have_committed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owned_reconnecting_client_can_be_spawned() {
+    let Some(url) = url("tokio_postgres::reconnecting_spawn") else {
+        return;
+    };
+    let mut db = Reconnecting::new(url.parse().unwrap());
+    let policy = RetryPolicy::high_availability();
+    let answer = tokio::spawn(async move {
+        db.transaction(&policy, async move |tx| {
+            let row = tx.query_one("SELECT 41 + 1", &[]).await?;
+            Ok::<i32, tokio_postgres::Error>(row.get(0))
+        })
+        .await
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(answer, 42);
+}
