@@ -50,10 +50,19 @@ class Wire:
         import socket
         import struct
         self.struct = struct
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=40)
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=2)
         params = b"user\0postgres\0database\0" + db.encode() + b"\0application_name\0verify-wire\0\0"
         self.s.sendall(struct.pack("!ii", 8 + len(params), 196608) + params)
-        self.until_ready()
+        self.startup = []
+        try:
+            for kind, body in self.messages():
+                if kind == b"E":
+                    self.startup.append("ErrorResponse " + self.fields(body))
+                if kind == b"Z":
+                    break
+        except EOFError:
+            raise ConnectionError("; ".join(self.startup + ["EOF"])) from None
+        self.s.settimeout(40)
 
     def recv_exact(self, n):
         buf = b""
@@ -123,16 +132,14 @@ def setup():
 
 
 def connect_loop(port, stop, seen, t0):
-    """New connections to PORT every 20 ms; the first time of each distinct outcome."""
+    """New connections to PORT every 20 ms (bare protocol); the first time of each outcome."""
     while not stop.is_set():
         try:
-            c = connect(port)
-            cur = c.cursor()
-            cur.execute("SELECT pg_is_in_recovery()")
-            out = f"connected, pg_is_in_recovery={cur.fetchone()[0]}"
-            c.close()
-        except psycopg2.Error as e:
-            out = shape(e)
+            w = Wire(port)
+            out = "connected, pg_is_in_recovery=" + w.query("SELECT pg_is_in_recovery()")[0].split()[1]
+            w.s.close()
+        except (OSError, EOFError, IndexError) as e:
+            out = f"{type(e).__name__}: {e}"
         if out not in seen:
             seen[out] = ms() - t0
         time.sleep(0.02)
