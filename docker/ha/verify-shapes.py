@@ -373,6 +373,10 @@ def main():
     for w in which:
         {"switchover": scenario_switchover, "readonly": scenario_readonly, "sync": scenario_sync,
          "failover": lambda: scenario_crash(False), "postmaster": lambda: scenario_crash(True)}[w]()
+    c = connect(PROXY)
+    c.autocommit = True
+    c.cursor().execute("DROP TABLE IF EXISTS shapes_t")
+    c.close()
 
 
 if __name__ == "__main__":
