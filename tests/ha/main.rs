@@ -12,6 +12,7 @@ mod common;
 
 mod body;
 mod commit;
+mod durability;
 mod history;
 mod once;
 mod wrong_node;

@@ -84,7 +84,7 @@ use std::error::Error as StdError;
 
 mod reconnecting;
 
-pub use reconnecting::Reconnecting;
+pub use reconnecting::{Reconnecting, UnreplicatedCommit};
 
 use tokio_postgres::error::DbError;
 use tokio_postgres::{Client, IsolationLevel, SimpleQueryMessage, Transaction};
@@ -292,6 +292,9 @@ pub(crate) trait Source: Send {
     /// The attempt failed and left the connection unusable for another (closed, or still
     /// inside the failed transaction): what the loop is told.
     fn lost<E>(&mut self, failure: TxFailure<E>) -> TxFailure<E>;
+
+    /// The attempt committed.
+    fn committed(&mut self) {}
 }
 
 impl Source for &mut Client {
@@ -414,13 +417,14 @@ where
             }
         }
         .await;
-        attempt.map_err(|(failure, unusable)| {
-            if unusable {
-                source.lost(failure)
-            } else {
-                failure
+        match attempt {
+            Ok(value) => {
+                source.committed();
+                Ok(value)
             }
-        })
+            Err((failure, true)) => Err(source.lost(failure)),
+            Err((failure, false)) => Err(failure),
+        }
     })
 }
 

@@ -2,9 +2,11 @@
 //! out a switchover or a failover, where every session of the old primary ends.
 
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use tokio_postgres::error::DbError;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
-use tokio_postgres::{Client, Config, NoTls, Socket, Transaction};
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Socket, Transaction};
 use txretry_core::{
     AsError, AttemptFailure, Code, Phase, RetryPolicy, TransientKind, TxError, TxFailure,
     TxOptions, Verdict,
@@ -51,10 +53,53 @@ use crate::{Source, extract};
 /// [`TransientKind::Connection`]: nothing ran. A server's own refusal keeps its code
 /// (`57P03` while a node starts is [`TransientKind::Failover`]; a wrong password is
 /// permanent).
+///
+/// # A commit that was not replicated
+/// Under synchronous replication a COMMIT waits for the standby. When that wait is
+/// cancelled (a `statement_timeout`, `pg_cancel_backend`), Postgres answers the COMMIT with
+/// success and a warning: "The transaction has already committed locally, but might not
+/// have been replicated to the standby." A failover before the standby catches up would
+/// lose it. `Reconnecting` owns its connection's task, so it sees that warning:
+/// [`unreplicated_commit`](Reconnecting::unreplicated_commit) says so after the
+/// transaction returned `Ok`, and a `tracing` warning is logged. (A plain `Client`'s
+/// notices go to whoever polls its connection; sqlx only logs them.)
 pub struct Reconnecting<T = NoTls> {
     config: Config,
     tls: T,
     client: Option<Client>,
+    /// What the connection's task saw of the current transaction's COMMIT.
+    warning: Arc<Mutex<Option<UnreplicatedCommit>>>,
+    /// The last committed transaction's, if its COMMIT was not confirmed replicated.
+    unreplicated: Option<UnreplicatedCommit>,
+}
+
+/// A COMMIT that succeeded on the primary with the server's warning that it might not have
+/// been replicated to the synchronous standby (its wait was cancelled).
+///
+/// Postgres has no SQLSTATE of its own for this (the warning is `01000`): it is recognised
+/// by the server's DETAIL text, "might not have been replicated", as Postgres prints it in
+/// English (`lc_messages` `C` or `en`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnreplicatedCommit {
+    /// The warning's message, e.g. "canceling wait for synchronous replication due to
+    /// user request".
+    pub message: String,
+    /// Its detail: "The transaction has already committed locally, but might not have been
+    /// replicated to the standby."
+    pub detail: String,
+}
+
+impl UnreplicatedCommit {
+    /// The warning, if `notice` is Postgres' "committed locally, not replicated" one.
+    fn from_notice(notice: &DbError) -> Option<Self> {
+        let detail = notice.detail()?;
+        detail
+            .contains("might not have been replicated")
+            .then(|| UnreplicatedCommit {
+                message: notice.message().to_owned(),
+                detail: detail.to_owned(),
+            })
+    }
 }
 
 impl Reconnecting<NoTls> {
@@ -77,16 +122,34 @@ where
             config,
             tls,
             client: None,
+            warning: Arc::default(),
+            unreplicated: None,
         }
     }
 
     /// The connected client, connecting first when there is none or it was closed.
     pub async fn client(&mut self) -> Result<&mut Client, tokio_postgres::Error> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
-            let (client, connection) = self.config.connect(self.tls.clone()).await?;
+            let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
+            let warning = Arc::clone(&self.warning);
             tokio::spawn(async move {
-                // Ends when the connection does; its error is the next query's.
-                let _ = connection.await;
+                // Drives the connection, keeping the one notice that matters; ends when
+                // the connection does (its error is the next query's).
+                while let Some(Ok(message)) =
+                    std::future::poll_fn(|cx| connection.poll_message(cx)).await
+                {
+                    if let AsyncMessage::Notice(notice) = message
+                        && let Some(unreplicated) = UnreplicatedCommit::from_notice(&notice)
+                    {
+                        tracing::warn!(
+                            message = %unreplicated.message,
+                            detail = %unreplicated.detail,
+                            "txretry: a COMMIT succeeded but was not confirmed replicated"
+                        );
+                        *warning.lock().unwrap_or_else(PoisonError::into_inner) =
+                            Some(unreplicated);
+                    }
+                }
             });
             self.client = Some(client);
         }
@@ -99,6 +162,14 @@ where
     /// Drops the current connection (if any); the next use connects again.
     pub fn disconnect(&mut self) {
         self.client = None;
+    }
+
+    /// Whether the last transaction that returned `Ok` committed on the primary without
+    /// the synchronous standby's confirmation (see [`UnreplicatedCommit`]): durable only
+    /// once the standby catches up, lost if the primary fails over before that. `None`
+    /// when its COMMIT was confirmed (or no synchronous standby was asked for).
+    pub fn unreplicated_commit(&self) -> Option<&UnreplicatedCommit> {
+        self.unreplicated.as_ref()
     }
 
     /// Whether a connection is open now.
@@ -156,10 +227,20 @@ where
     where
         E: From<tokio_postgres::Error> + AsError<V>,
     {
+        self.unreplicated = None;
+        *self.warning.lock().unwrap_or_else(PoisonError::into_inner) = None;
         match self.client().await {
             Ok(client) => Ok(client),
             Err(error) => Err(connect_failed(policy, error)),
         }
+    }
+
+    fn committed(&mut self) {
+        self.unreplicated = self
+            .warning
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
 
     fn lost<E>(&mut self, failure: TxFailure<E>) -> TxFailure<E> {
