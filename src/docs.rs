@@ -9,12 +9,13 @@
 //! | [`profiles`] | `docs/profiles.md` | the default classification in full, its rules, the opt-in profiles |
 //! | [`admission`] | `docs/admission.md` | contention: per-key admission, in the database, only for contended keys |
 //! | [`clusters`] | `docs/clusters.md` | server restarts, PgBouncer, Galera |
+//! | [`high_availability`] | `docs/high-availability.md` | Postgres switchover and failover: the verdicts, the failover budget, reconnecting to the new primary, durability |
 //! | [`tools`] | `docs/tools.md` | the tool layer for agents, MCP, rig, exactly-once calls |
 //! | [`troubleshooting`] | `docs/troubleshooting.md` | compiler errors and surprises, and what to do |
 //!
 //! The guides are always in the documentation; they are compiled into the crate, and
 //! their examples tested, with the features those examples use (`sqlx-postgres`,
-//! `sqlx-sqlite`, `tool`; `mcp` and `rig` for the blocks that need them), as in `cargo test
+//! `sqlx-sqlite`, `tokio-postgres`, `tool`; `mcp` and `rig` for the blocks that need them), as in `cargo test
 //! --workspace --all-features`. An example that needs another feature adds it to the
 //! `cfg` of `mod docs` in `lib.rs`.
 
@@ -32,6 +33,9 @@ pub mod admission {}
 
 #[doc = include_str!("../docs/clusters.md")]
 pub mod clusters {}
+
+#[doc = include_str!("../docs/high-availability.md")]
+pub mod high_availability {}
 
 #[doc = include_str!("../docs/tools.md")]
 pub mod tools {}

@@ -94,7 +94,12 @@ pub use txretry_tool as tool;
 // those examples use.
 #[cfg(any(
     doc,
-    all(feature = "sqlx-postgres", feature = "sqlx-sqlite", feature = "tool")
+    all(
+        feature = "sqlx-postgres",
+        feature = "sqlx-sqlite",
+        feature = "tokio-postgres",
+        feature = "tool"
+    )
 ))]
 pub mod docs;
 

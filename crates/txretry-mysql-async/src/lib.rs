@@ -173,7 +173,7 @@ where
 /// The returned future owns clones of the pool handle, the policy and the options, so it
 /// borrows nothing of the caller's but `f`: it is `Send` when `f`'s futures are. Let `f`
 /// own what it uses (`async move |tx| …` over copied, cloned or `Arc` values); see the
-/// README's troubleshooting section for the error a borrowing closure produces.
+/// troubleshooting guide (`txretry::docs::troubleshooting`) for the error a borrowing closure produces.
 ///
 /// # Cancellation
 /// If the returned future is dropped mid-attempt, the connection is closed (in the

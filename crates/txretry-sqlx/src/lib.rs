@@ -28,6 +28,14 @@ They return `Result<T, TxError<E>>`: the closure's own error comes back unchange
 `.map_err(TxError::into_error)?`; `?` into `anyhow::Error` or `Box<dyn Error + Send + Sync>`
 works as it is.
 
+A connection whose failure lost the session (a connection-class code, an I/O error, a
+server going away or a standby answering a write: `TransientKind::Connection` and
+`TransientKind::Failover`) is closed, never returned to the pool, so the next attempt
+connects anew. sqlx connects to one host: for a Postgres primary behind a failover manager,
+point the pool at an endpoint that follows the leader (HAProxy with Patroni's REST check,
+PgBouncer, a cloud writer endpoint), keep its `acquire_timeout` to a few seconds, and run
+under `RetryPolicy::high_availability()` (the facade's `docs::high_availability` guide).
+
 Postgres:
 
 ```no_run

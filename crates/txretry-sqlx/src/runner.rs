@@ -160,7 +160,7 @@ pub(crate) mod sealed {
 /// runner's future `Send` with it: the borrow is reported as "implementation of `Send` is
 /// not general enough" (rust-lang/rust#110338, #138494). This holds for any generic
 /// function taking an `AsyncFnMut`; the fix is to make the closure own its captures (see
-/// the README's troubleshooting section).
+/// the troubleshooting guide, `txretry::docs::troubleshooting`).
 ///
 /// Do not wrap the runner in another retry loop (`policy.run(async || …)`): it already
 /// retries, and an async closure wrapping borrowed state defeats the `Send` proof too

@@ -24,6 +24,10 @@ setup. `tokio_postgres::Error`'s `Display` is only `"db error"`; the code lives 
 [`transaction`] / [`transaction_with`] take the caller's `&mut Client`. tokio-postgres has
 no pool, so the runner cannot replace a broken connection: after a connection failure it
 returns the error at once, whatever the policy says (see [`transaction_with`]).
+[`Reconnecting::transaction`] runs the same runner on a client it connects again after
+such a failure: with a multi-host config (`target_session_attrs=read-write`) and
+`RetryPolicy::high_availability()` it rides out a switchover or failover and lands on the
+new primary (the facade's `docs::high_availability` guide).
 
 The runners return `Result<T, TxError<E>>`: on failure, your own error `E` unchanged
 ([`TxError::error`], [`TxError::into_error`]) together with how the attempts went
@@ -194,15 +198,18 @@ where
 /// The runner borrows the caller's client and has no way to open another. So it returns the
 /// error at once, whatever the policy says, when
 /// - the connection failed ([`TransientKind::Connection`](txretry_core::TransientKind::Connection),
-///   or any failure the driver detected itself, such as an I/O error), or
-///   [`Client::is_closed`] is true after the failure;
+///   or any failure the driver detected itself, such as an I/O error), the server is going
+///   away or is a standby ([`TransientKind::Failover`](txretry_core::TransientKind::Failover)),
+///   or [`Client::is_closed`] is true after the failure;
 /// - or the `ROLLBACK` after an error failed: the session may still be inside the old
 ///   transaction, and beginning again on it would not start a fresh one.
 ///
 /// The outcome then says so: its [`stop_reason`](txretry_core::Outcome::stop_reason) is
 /// [`ConnectionUnusable`](txretry_core::StopReason::ConnectionUnusable). The client is
 /// most likely closed (check [`Client::is_closed`]): drop it, connect again and call the
-/// runner again. To ride out connection failures automatically, take a client from a pool
+/// runner again. To ride out connection failures (and a switchover or failover)
+/// automatically, use a [`Reconnecting`] client, which the runner reconnects, or take a
+/// client from a pool
 /// (deadpool-postgres, bb8-postgres) per call and let the pool replace closed clients.
 ///
 /// This includes an ambiguous COMMIT on an [`idempotent`](TxOptions::idempotent) call: the
@@ -216,7 +223,7 @@ where
 /// The returned future owns a clone of the policy and of the options and borrows only the
 /// client and `f`: it is `Send` when `f`'s futures are, so it can be `tokio::spawn`ed with
 /// an owned client. Let `f` own what it uses (`async move |tx| …` over copied, cloned or
-/// `Arc` values); see the README's troubleshooting section for the error a borrowing
+/// `Arc` values); see the troubleshooting guide (`txretry::docs::troubleshooting`) for the error a borrowing
 /// closure produces.
 ///
 /// # Cancellation
