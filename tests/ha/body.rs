@@ -30,14 +30,30 @@ fn only_lost_sessions(seen: &txretry_testkit::record::Seen) {
     }
 }
 
-async fn sqlx_body(fault: Kind) {
+/// How the sqlx pool reaches the primary.
+#[derive(Clone, Copy, Debug)]
+enum Route {
+    /// Through HAProxy.
+    Proxy,
+    /// A `PrimaryPool` on the multi-host URL.
+    MultiHost,
+}
+
+async fn sqlx_body(fault: Kind, route: Route) {
     let Some(cluster) = cluster("ha::body::sqlx").await else {
         return;
     };
     let leader = cluster.leader_conn().await;
     let t = table("ha_body_sqlx");
     exec(&leader, &format!("CREATE TABLE {t} (note text NOT NULL)")).await;
-    let pool = cluster.pool(4).await;
+    let primary;
+    let pool = match route {
+        Route::Proxy => cluster.pool(4).await,
+        Route::MultiHost => {
+            primary = cluster.primary_pool(4).await;
+            primary.pool()
+        }
+    };
     let (policy, seen) = ha_policy();
     let mut ports = Vec::new();
     txretry::sqlx::transaction(&pool, &policy, async |tx| {
@@ -48,7 +64,7 @@ async fn sqlx_body(fault: Kind) {
             .await?;
         if ports.len() == 1 {
             let f = fault.inject().await;
-            eprintln!("ha::body::sqlx: {fault:?} {f:?} during the first attempt");
+            eprintln!("ha::body::sqlx: {fault:?} {f:?} during the first attempt ({route:?})");
         }
         sqlx::query(sql(format!("INSERT INTO {t} VALUES ('second')")))
             .execute(&mut **tx)
@@ -123,13 +139,25 @@ async fn tokio_postgres_body(fault: Kind) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the HA cluster: .ci/run starts it"]
 async fn sqlx_body_during_a_switchover_runs_again_on_the_new_primary() {
-    sqlx_body(Kind::Switchover).await;
+    sqlx_body(Kind::Switchover, Route::Proxy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the HA cluster: .ci/run starts it"]
+async fn sqlx_primary_pool_body_during_a_switchover_runs_again_on_the_new_primary() {
+    sqlx_body(Kind::Switchover, Route::MultiHost).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the HA cluster: .ci/run starts it"]
+async fn sqlx_primary_pool_body_during_a_kill_9_failover_runs_again_on_the_new_primary() {
+    sqlx_body(Kind::Failover, Route::MultiHost).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the HA cluster: .ci/run starts it"]
 async fn sqlx_body_during_a_kill_9_failover_runs_again_on_the_new_primary() {
-    sqlx_body(Kind::Failover).await;
+    sqlx_body(Kind::Failover, Route::Proxy).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -169,6 +169,13 @@ impl Cluster {
         pool(&self.proxy, max).await
     }
 
+    /// A `PrimaryPool` on the multi-host URL, with the same HA settings as [`Cluster::pool`].
+    pub async fn primary_pool(&self, max: u32) -> txretry::sqlx::PrimaryPool {
+        txretry::sqlx::PrimaryPool::connect(pool_options(max), &self.multi_host)
+            .await
+            .expect("a primary pool")
+    }
+
     /// A fresh session on the current leader, for checking what is committed there.
     pub async fn leader_conn(&self) -> tokio_postgres::Client {
         let (client, connection) = tokio_postgres::connect(&self.multi_host, tokio_postgres::NoTls)
@@ -181,12 +188,17 @@ impl Cluster {
 
 /// A pool on `url` with HA settings.
 pub async fn pool(url: &str, max: u32) -> PgPool {
-    PgPoolOptions::new()
-        .max_connections(max)
-        .acquire_timeout(Duration::from_secs(2))
+    pool_options(max)
         .connect_with(PgConnectOptions::from_str(url).expect("a Postgres URL"))
         .await
         .expect("a pool")
+}
+
+/// Pool options for HA: a short acquire timeout.
+fn pool_options(max: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(2))
 }
 
 /// A unique table name.

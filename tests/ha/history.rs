@@ -1,5 +1,6 @@
-//! A history check over many calls: writers through both drivers (sqlx through the proxy,
-//! tokio-postgres through the multi-host URL) commit one row per call id, each under
+//! A history check over many calls: writers through both drivers (sqlx through the proxy
+//! and through a `PrimaryPool` on the multi-host URL, tokio-postgres through the multi-host
+//! URL) commit one row per call id, each under
 //! `RetryPolicy::high_availability`, while the cluster takes a switchover and a kill -9
 //! failover with `synchronous_mode` on. Afterwards, on the final primary: no call id is
 //! there twice, every acknowledged call is there (synchronous replication loses none),
@@ -50,11 +51,15 @@ async fn every_call_commits_at_most_once_and_no_acknowledged_commit_is_lost_unde
     )
     .await;
     let stop = Arc::new(AtomicBool::new(false));
-    let pool = cluster.pool(WRITERS_PER_DRIVER as u32).await;
+    let proxied = cluster.pool(WRITERS_PER_DRIVER as u32).await;
+    let primary = cluster.primary_pool(WRITERS_PER_DRIVER as u32).await;
 
     let mut writers = tokio::task::JoinSet::new();
-    for w in 0..WRITERS_PER_DRIVER {
-        let (pool, t, stop) = (pool.clone(), t.clone(), Arc::clone(&stop));
+    let sqlx_writers = (0..WRITERS_PER_DRIVER)
+        .map(|w| (format!("sqlx-{w}"), proxied.clone()))
+        .chain((0..WRITERS_PER_DRIVER).map(|w| (format!("primary-{w}"), primary.pool())));
+    for (w, pool) in sqlx_writers {
+        let (t, stop) = (t.clone(), Arc::clone(&stop));
         writers.spawn(async move {
             let policy = RetryPolicy::high_availability();
             let mut calls = Calls::default();
@@ -62,7 +67,7 @@ async fn every_call_commits_at_most_once_and_no_acknowledged_commit_is_lost_unde
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                let id = format!("sqlx-{w}-{i}");
+                let id = format!("{w}-{i}");
                 let insert = format!("INSERT INTO {t} VALUES ('{id}')");
                 let result = txretry::sqlx::transaction(&pool, &policy, async move |tx| {
                     sqlx::query(sql(insert.clone()))

@@ -2,11 +2,6 @@
 //! ([`Admission::in_database`](txretry_core::Admission::in_database)) cannot take a key's
 //! named lock.
 
-use std::borrow::Cow;
-use std::error::Error as StdError;
-use std::fmt;
-
-use sqlx::error::{DatabaseError, ErrorKind};
 use txretry_core::__private::DatabaseLocks;
 
 /// A named lock that database-backed admission could not take on MySQL / MariaDB:
@@ -69,40 +64,8 @@ impl LockNotGranted {
     }
 }
 
-impl fmt::Display for LockNotGranted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl StdError for LockNotGranted {}
-
-impl DatabaseError for LockNotGranted {
-    fn message(&self) -> &str {
-        &self.message
-    }
-
-    /// The SQLSTATE that goes with the number: `HY000` for 1205, `70100` for 1317.
-    fn code(&self) -> Option<Cow<'_, str>> {
-        Some(Cow::Borrowed(self.state))
-    }
-
-    fn as_error(&self) -> &(dyn StdError + Send + Sync + 'static) {
-        self
-    }
-
-    fn as_error_mut(&mut self) -> &mut (dyn StdError + Send + Sync + 'static) {
-        self
-    }
-
-    fn into_error(self: Box<Self>) -> Box<dyn StdError + Send + Sync + 'static> {
-        self
-    }
-
-    fn kind(&self) -> ErrorKind {
-        ErrorKind::Other
-    }
-}
+// The SQLSTATE that goes with the number: `HY000` for 1205, `70100` for 1317.
+crate::own_error::database_error!(LockNotGranted, |this| message: &this.message, code: this.state);
 
 #[cfg(test)]
 mod tests {
@@ -122,7 +85,7 @@ mod tests {
     fn not_granted_in_time_is_a_lock_timeout() {
         let err = refused(Some(0));
         assert_eq!(crate::extract(&err), Some(Code::MySql(1205)));
-        let link = StdError::source(&err).expect("Database has a source");
+        let link = std::error::Error::source(&err).expect("Database has a source");
         assert_eq!(crate::extract(link), Some(Code::MySql(1205)));
         let c = txretry_core::classify(&err);
         assert_eq!(c.verdict, Verdict::Transient(TransientKind::LockTimeout));

@@ -55,12 +55,20 @@ pub fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
     if let Some(error) = error.downcast_ref::<LockNotGranted>() {
         return Some(Code::MySql(error.number()));
     }
+    #[cfg(feature = "postgres")]
+    if error.downcast_ref::<crate::NotPrimary>().is_some() {
+        return Some(Code::SqlState(READ_ONLY_SQL_TRANSACTION));
+    }
     #[cfg(feature = "sqlite")]
     if let Some(error) = error.downcast_ref::<SqliteError>() {
         return sqlite_code(error);
     }
     None
 }
+
+/// What a host that does not accept writes answers a write with.
+#[cfg(feature = "postgres")]
+const READ_ONLY_SQL_TRANSACTION: SqlState = SqlState::from_static("25006");
 
 txretry_core::register_extractor!(extract);
 
@@ -123,6 +131,10 @@ pub fn database_error_code(error: &dyn DatabaseError) -> Option<Code> {
     #[cfg(feature = "mysql")]
     if let Some(error) = error.try_downcast_ref::<LockNotGranted>() {
         return Some(Code::MySql(error.number()));
+    }
+    #[cfg(feature = "postgres")]
+    if error.try_downcast_ref::<crate::NotPrimary>().is_some() {
+        return Some(Code::SqlState(READ_ONLY_SQL_TRANSACTION));
     }
     #[cfg(feature = "sqlite")]
     if let Some(error) = error.try_downcast_ref::<SqliteError>() {

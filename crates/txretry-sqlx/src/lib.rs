@@ -33,8 +33,9 @@ server going away or a standby answering a write: `TransientKind::Connection` an
 `TransientKind::Failover`) is closed, never returned to the pool, so the next attempt
 connects anew. sqlx connects to one host: for a Postgres primary behind a failover manager,
 point the pool at an endpoint that follows the leader (HAProxy with Patroni's REST check,
-PgBouncer, a cloud writer endpoint), keep its `acquire_timeout` to a few seconds, and run
-under `RetryPolicy::high_availability()` (the facade's `docs::high_availability` guide).
+PgBouncer, a cloud writer endpoint) or open a [`PrimaryPool`] on a multi-host URL (it
+follows the primary itself), keep its `acquire_timeout` to a few seconds, and run under
+`RetryPolicy::high_availability()` (the facade's `docs::high_availability` guide).
 
 Postgres:
 
@@ -166,11 +167,17 @@ own sqlx features decide (`sqlite` bundles it, `sqlite-unbundled` uses the syste
 mod admission;
 mod backends;
 mod codes;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod own_error;
+#[cfg(feature = "postgres")]
+mod primary;
 mod runner;
 
 #[cfg(feature = "mysql")]
 pub use admission::LockNotGranted;
 pub use codes::{database_error_code, error_code, extract};
+#[cfg(feature = "postgres")]
+pub use primary::{MultiHostError, NotPrimary, PrimaryPool};
 pub use runner::{Backend, transaction, transaction_with};
 #[doc(hidden)]
 pub use runner::{Cleanup, LockStyle};
