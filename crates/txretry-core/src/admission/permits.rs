@@ -1,14 +1,17 @@
 //! The in-process half of admission: one queue per key, so that at most one attempt per
 //! key runs at a time in this process, while attempts on different keys run in parallel.
 //!
-//! Each key in use has a tokio [`Semaphore`] with one permit: a key's entry lives while
-//! anyone holds or waits for it, and the [`Permit`] that lets go last removes it.
+//! Each key in use has a tokio [`Semaphore`] with one permit. Tokio's semaphore is fair
+//! (waiters are served first come, first served), gives a permit back when a waiting
+//! future is dropped, and passes a released permit on to the next waiter, so this module
+//! only has to keep the map of keys bounded: a key's entry lives while anyone holds or
+//! waits for it, and the [`Permit`] that lets go last removes it.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Each key in use and its lock: a semaphore with one permit.
 type Locks = HashMap<u64, Arc<Semaphore>>;
@@ -25,8 +28,8 @@ impl KeyPermits {
     /// must be sorted without repeats (as [`TxOptions`](crate::TxOptions) keeps them):
     /// taking keys in one global order is what rules out waiting in a cycle.
     ///
-    /// Cancel-safe: the permit is built before the first wait and owns each key's lock
-    /// from the moment it is taken out of the map, so dropping this future at any point
+    /// Cancel-safe: the permit is built before the first wait and names each key from the
+    /// moment its lock is taken out of the map, so dropping this future at any point
     /// releases what it holds and forgets the keys nobody else uses.
     pub(super) async fn acquire(&self, keys: &[u64]) -> Permit {
         debug_assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
@@ -36,32 +39,30 @@ impl KeyPermits {
             queued: false,
         };
         for &key in keys {
+            // The map's `Arc` is only cloned under the map lock (here); the clones below are
+            // of this one. See `Permit::drop` for why.
             let lock = Arc::clone(
                 self.locks()
                     .entry(key)
                     .or_insert_with(|| Arc::new(Semaphore::new(1))),
             );
-            permit.held.push(Held {
-                key,
-                lock,
-                acquired: false,
-            });
-            let held = permit.held.last_mut().expect("just pushed");
-            // No await between taking the semaphore's permit and recording it, so a
-            // cancellation sees either a pending wait (the semaphore takes it back) or
-            // `acquired` (the permit gives it back).
-            match held.lock.try_acquire() {
-                Ok(free) => free.forget(),
+            permit.held.push(Held { key, taken: None });
+            // No await between the semaphore granting its permit and the permit being
+            // stored, so a cancellation sees either a pending wait (the semaphore takes it
+            // back) or `taken` (dropping the permit gives it back). While this waits, the
+            // clone of the lock lives in the `acquire_owned` future, which is dropped
+            // before `permit` (it is a temporary of an inner scope), so `Permit::drop`
+            // counts only the clones still in use.
+            let taken = match Arc::clone(&lock).try_acquire_owned() {
+                Ok(free) => free,
                 Err(_) => {
                     permit.queued = true;
-                    held.lock
-                        .acquire()
+                    lock.acquire_owned()
                         .await
                         .expect("admission never closes a semaphore")
-                        .forget();
                 }
-            }
-            held.acquired = true;
+            };
+            permit.held.last_mut().expect("just pushed").taken = Some(taken);
         }
         permit
     }
@@ -80,9 +81,9 @@ impl KeyPermits {
 
 /// Held while one attempt runs; releasing it lets the next attempt on the same keys in.
 ///
-/// It owns every clone of a key's lock that admission takes out of the map, including
-/// while [`KeyPermits::acquire`] still waits for later keys, so its drop is the one place
-/// that gives keys back and forgets unused ones.
+/// It names every key whose lock admission took out of the map, including while
+/// [`KeyPermits::acquire`] still waits for later keys, so its drop is the one place that
+/// forgets unused keys.
 #[doc(hidden)]
 pub struct Permit {
     permits: KeyPermits,
@@ -92,12 +93,11 @@ pub struct Permit {
     queued: bool,
 }
 
-/// One key of a [`Permit`]: its lock (a clone of the map's `Arc`), and whether the
-/// permit holds it or is still waiting for it.
+/// One key of a [`Permit`], and its semaphore's permit once taken (`None` while the
+/// permit still waits for it). The semaphore permit owns a clone of the map's `Arc`.
 struct Held {
     key: u64,
-    lock: Arc<Semaphore>,
-    acquired: bool,
+    taken: Option<OwnedSemaphorePermit>,
 }
 
 impl Permit {
@@ -113,18 +113,18 @@ impl Drop for Permit {
         if self.held.is_empty() {
             return;
         }
-        for held in self.held.iter().rev() {
-            if held.acquired {
-                held.lock.add_permits(1);
-            }
+        // Give the keys back, the last taken first; each goes to its next waiter, if any.
+        for held in self.held.iter_mut().rev() {
+            drop(held.taken.take());
         }
         // Forget keys nobody else holds or waits for, so the map does not grow without
-        // bound. Each permit lets go of its clone of a lock before it looks at the count
-        // (under the map lock), so whichever lets go last sees 1: only the map's. Clones
-        // are only made under the map lock, so then nobody can be using the key.
+        // bound. Each permit lets go of its clones of a lock (above, and in the wait it may
+        // have been dropped in) before it looks at the count under the map lock, so
+        // whichever lets go last sees 1: only the map's. The map's `Arc` is only cloned
+        // under the map lock, and every other clone is of one of those, so then nobody can
+        // be using the key.
         let mut locks = self.permits.locks();
-        for Held { key, lock, .. } in self.held.drain(..) {
-            drop(lock);
+        for Held { key, .. } in self.held.drain(..) {
             if let Entry::Occupied(entry) = locks.entry(key)
                 && Arc::strong_count(entry.get()) == 1
             {
@@ -167,6 +167,30 @@ mod tests {
         let permits = KeyPermits::default();
         let _a = permits.acquire(&[1]).await;
         assert!(free(&permits, &[2]).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiters_are_admitted_in_arrival_order() {
+        let permits = KeyPermits::default();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let holder = permits.acquire(&[1]).await;
+        let mut waiters = Vec::new();
+        for waiter in 0..4 {
+            let (permits, order) = (permits.clone(), order.clone());
+            waiters.push(tokio::spawn(async move {
+                let _permit = permits.acquire(&[1]).await;
+                order.lock().unwrap().push(waiter);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }));
+            // Each waiter queues before the next one is spawned.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        drop(holder);
+        for waiter in waiters {
+            waiter.await.expect("no waiter panicked");
+        }
+        assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
+        assert_eq!(permits.in_use(), 0);
     }
 
     #[tokio::test]
