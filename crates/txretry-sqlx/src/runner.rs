@@ -222,14 +222,15 @@ where
 /// [`only_for_contended_keys`](txretry_core::Admission::only_for_contended_keys), only
 /// while one of its keys is contended):
 ///
-/// - Postgres: tried in BEGIN's own round trip (the messages are shown on
-///   `in_database`); when another session holds a key, the attempt waits for it in one
-///   more round trip, before the transaction's snapshot, so REPEATABLE READ and
-///   SERIALIZABLE transactions see what the previous holder committed (a key found held
-///   or collided within the last second is waited for at once, without the try). A lock
-///   not granted within the wait fails the attempt with Postgres' own `55P03`
-///   (`LockTimeout`); the runner then sends `ROLLBACK; SELECT pg_advisory_unlock_all()`
-///   before the connection goes back to the pool.
+/// - Postgres: tried in BEGIN's own round trip (the messages are shown in the
+///   `txretry::docs::admission` guide); when another session holds a key, the attempt
+///   waits for it in one more round trip, before the transaction's snapshot, so
+///   REPEATABLE READ and SERIALIZABLE transactions see what the previous holder
+///   committed (a key found held or collided within the last second is waited for at
+///   once, without the try). A lock not granted within the wait fails the attempt with
+///   Postgres' own `55P03` (`LockTimeout`); the runner then sends
+///   `ROLLBACK; SELECT pg_advisory_unlock_all()` before the connection goes back to the
+///   pool.
 /// - MySQL / MariaDB: one `SELECT` of `GET_LOCK(…)` for all the keys before BEGIN (one
 ///   round trip) and `DO RELEASE_ALL_LOCKS()` after COMMIT or ROLLBACK (one more). A lock not granted in
 ///   time fails the attempt with a [`sqlx::Error::Database`] holding a
