@@ -47,11 +47,13 @@ mod tests {
             retries,
             elapsed: Duration::from_secs(1),
             invariant: Invariant {
+                counts: None,
                 ok: true,
                 detail: "fine".into(),
             },
             interrupted: false,
             committed_by_process: Vec::new(),
+            faults: Vec::new(),
         };
         let text = render(&[RunReport::new(&setup, result)]);
         let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
