@@ -181,7 +181,6 @@ async fn script(cluster: &Path, args: &[&str]) -> Result<String, String> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .output()
         .await
         .map_err(|e| format!("could not run {}: {e}", cluster.display()))?;

@@ -307,14 +307,10 @@ where
     progress.finish();
     tally.attempts = ctx.live.attempts.load(Ordering::Relaxed);
     // The fault in flight at the deadline finishes (the old leader rejoins) before the
-    // check, so that it reads the final primary.
+    // check, so that it reads the final primary. Even a quit waits for it: a script
+    // killed halfway would leave the cluster without its old leader.
     let faults = match injector {
-        Some(task) => {
-            if signals::quitting() {
-                task.abort();
-            }
-            task.await.unwrap_or_default()
-        }
+        Some(task) => task.await.unwrap_or_default(),
         None => Vec::new(),
     };
     Measured {
