@@ -73,14 +73,17 @@ fn a_switchover_mid_run_loses_and_doubles_nothing() {
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
     let runs = json_runs(&output);
     let run = &runs[0];
-    eprintln!("lab on the HA cluster: {run:#}");
+    eprintln!("lab on the HA cluster: {}", run["invariant"]);
     assert_eq!(run["policy"], "high-availability");
     assert_eq!(run["invariant_ok"], true, "{run}");
     let history = &run["history"];
     assert_eq!(history["lost"], 0, "{run}");
     assert_eq!(history["doubled"], 0, "{run}");
     assert_eq!(history["unknown"], 0, "{run}");
-    assert!(history["acknowledged"].as_u64().is_some_and(|n| n > 0), "{run}");
+    assert!(
+        history["acknowledged"].as_u64().is_some_and(|n| n > 0),
+        "{run}"
+    );
     // Only an ambiguous COMMIT may fail: the outage itself is ridden out.
     let failed = run["failed"].as_u64().expect("a count");
     let ambiguous = run["failed_by_kind"]["ambiguous"].as_u64().unwrap_or(0);
@@ -95,16 +98,11 @@ fn a_switchover_mid_run_loses_and_doubles_nothing() {
     let outage = fault["first_commit_on_new_primary_ms"]
         .as_i64()
         .unwrap_or_else(|| panic!("no commit on the new primary: {fault}"));
-    let cluster_ms = fault["cluster_writable_ms"].as_i64().expect("the script's time");
+    let cluster_ms = fault["cluster_writable_ms"]
+        .as_i64()
+        .expect("the script's time");
     assert!(outage > 0 && cluster_ms > 0, "{fault}");
     assert_ne!(fault["new_primary_port"], fault["old_port"], "{fault}");
     assert!(fault["first_failure_ms"].as_i64().is_some(), "{fault}");
-
-    // The human report prints the same timeline.
-    let human = crate::lab(&args[..args.len() - 1]);
-    let (stdout, stderr) = texts(&human);
-    assert_eq!(human.status.code(), Some(0), "stderr:\n{stderr}");
-    eprintln!("{stdout}");
-    assert!(stdout.contains("first commit on the new primary"), "{stdout}");
-    assert!(stdout.contains("lost 0, doubled 0"), "{stdout}");
+    eprintln!("the switchover's timeline: {fault:#}");
 }
