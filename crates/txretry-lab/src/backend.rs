@@ -18,6 +18,10 @@ use sqlx::{ConnectOptions, Connection, Pool};
 pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a worker waits for a pooled connection before its transaction fails.
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a worker waits for a pooled connection in a `--fault` run: short, so that a
+/// connect refused during a failover comes back to the runner (whose failover budget does
+/// the waiting, with short waits) instead of sqlx's own growing backoff.
+pub const HA_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the first connection may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -25,6 +29,10 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub trait LabDb: txretry::sqlx::Backend {
     /// Whether placeholders are numbered (`$1`: Postgres, SQLite) or not (`?`: MySQL).
     const NUMBERED_PLACEHOLDERS: bool;
+
+    /// An SQL expression for the port of the server a session runs on, as a BIGINT (0
+    /// where there is none): through a proxy, the node's port.
+    const SERVER_PORT: &'static str;
 
     /// Rows an `UPDATE` changed.
     fn rows_affected(result: &Self::QueryResult) -> u64;
@@ -41,6 +49,8 @@ pub trait LabDb: txretry::sqlx::Backend {
 
 impl LabDb for Postgres {
     const NUMBERED_PLACEHOLDERS: bool = true;
+    // NULL over a Unix socket.
+    const SERVER_PORT: &'static str = "CAST(COALESCE(inet_server_port(), 0) AS BIGINT)";
 
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
@@ -49,6 +59,7 @@ impl LabDb for Postgres {
 
 impl LabDb for MySql {
     const NUMBERED_PLACEHOLDERS: bool = false;
+    const SERVER_PORT: &'static str = "CAST(@@port AS SIGNED)";
 
     fn rows_affected(result: &MySqlQueryResult) -> u64 {
         result.rows_affected()
@@ -57,6 +68,7 @@ impl LabDb for MySql {
 
 impl LabDb for Sqlite {
     const NUMBERED_PLACEHOLDERS: bool = true;
+    const SERVER_PORT: &'static str = "0";
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
@@ -66,12 +78,12 @@ impl LabDb for Sqlite {
 /// Pool settings shared by every database: one connection per worker, no liveness ping
 /// before each acquire (the lab measures transactions, not the pool; pgbench pings
 /// nothing either).
-fn pool_options<DB: sqlx::Database>(workers: usize) -> PoolOptions<DB> {
+fn pool_options<DB: sqlx::Database>(workers: usize, acquire: Duration) -> PoolOptions<DB> {
     let size = u32::try_from(workers).unwrap_or(u32::MAX);
     PoolOptions::new()
         .max_connections(size)
         .min_connections(0)
-        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .acquire_timeout(acquire)
         .test_before_acquire(false)
 }
 
@@ -85,6 +97,18 @@ async fn pool_with<DB>(
 where
     DB: sqlx::Database,
 {
+    pool_acquiring::<DB>(options, workers, ACQUIRE_TIMEOUT).await
+}
+
+/// [`pool_with`] with a given acquire timeout.
+async fn pool_acquiring<DB>(
+    options: <DB::Connection as Connection>::Options,
+    workers: usize,
+    acquire: Duration,
+) -> Result<Pool<DB>, sqlx::Error>
+where
+    DB: sqlx::Database,
+{
     let first = tokio::time::timeout(CONNECT_TIMEOUT, options.connect())
         .await
         .map_err(|_| {
@@ -94,13 +118,27 @@ where
             ))
         })??;
     first.close().await?;
-    Ok(pool_options::<DB>(workers).connect_lazy_with(options))
+    Ok(pool_options::<DB>(workers, acquire).connect_lazy_with(options))
 }
 
 /// A Postgres pool for `url`.
 pub async fn postgres(url: &str, workers: usize) -> Result<Pool<Postgres>, sqlx::Error> {
+    postgres_acquiring(url, workers, ACQUIRE_TIMEOUT).await
+}
+
+/// A Postgres pool for `url` in a `--fault` run: acquiring waits at most
+/// [`HA_ACQUIRE_TIMEOUT`].
+pub async fn postgres_ha(url: &str, workers: usize) -> Result<Pool<Postgres>, sqlx::Error> {
+    postgres_acquiring(url, workers, HA_ACQUIRE_TIMEOUT).await
+}
+
+async fn postgres_acquiring(
+    url: &str,
+    workers: usize,
+    acquire: Duration,
+) -> Result<Pool<Postgres>, sqlx::Error> {
     let options = PgConnectOptions::from_str(url)?.application_name("txretry-lab");
-    pool_with(options, workers).await
+    pool_acquiring(options, workers, acquire).await
 }
 
 /// A MySQL / MariaDB pool for `url`.

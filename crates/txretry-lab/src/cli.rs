@@ -68,9 +68,16 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = SqliteBeginArg::Deferred)]
     pub sqlite_begin: SqliteBeginArg,
 
-    /// A retry preset, or `all` to run every preset one after the other and compare them.
-    #[arg(long, value_enum, default_value_t = PolicyArg::All)]
-    pub policy: PolicyArg,
+    /// A retry preset, several comma-separated, or `all` to run every contention preset
+    /// one after the other and compare them.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "all",
+        value_name = "POLICY"
+    )]
+    pub policy: Vec<PolicyArg>,
 
     /// Print one JSON array (an object per run) on stdout and nothing else there.
     #[arg(long)]
@@ -81,6 +88,23 @@ pub struct Cli {
     /// 1 runs everything in this process.
     #[arg(long, value_name = "N", default_value = "1", value_parser = parse_processes, allow_negative_numbers = true)]
     pub processes: usize,
+
+    /// Inject this fault into a Postgres HA cluster (`docker/ha/cluster`) during each run,
+    /// every `--fault-every`; `--db` is the cluster's proxy URL and `--workload history`
+    /// counts lost and doubled commits. The report adds a timeline per fault.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub fault: Option<FaultArg>,
+
+    /// With `--fault`: the first fault after this long, each next one this long after the
+    /// previous fault's command returned (the old leader rejoined) [default: 10s].
+    #[arg(long, value_name = "TIME", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub fault_every: Option<Duration>,
+
+    /// With `--fault`: the cluster script [default: $TXRETRY_HA_CLUSTER, else
+    /// docker/ha/cluster in the current directory]. It gets the lab's environment, so
+    /// TXRETRY_HA_STATE and the TXRETRY_HA_*_PORT settings reach it.
+    #[arg(long, value_name = "PATH")]
+    pub cluster: Option<std::path::PathBuf>,
 
     /// Internal: run as child process of a `--processes` run on the existing tables with
     /// this name prefix (they are neither created nor dropped nor checked), and talk to the
@@ -112,6 +136,10 @@ pub enum Workload {
     Transfer,
     /// Read a random row of a few and add one to its counter.
     HotRows,
+    /// Insert one history row keyed by a unique call id (worker, sequence) and the port of
+    /// the server it ran on: afterwards every acknowledged call must be there once, an
+    /// ambiguous one once or not at all (lost and doubled commits, counted exactly).
+    History,
 }
 
 impl Workload {
@@ -120,6 +148,7 @@ impl Workload {
         match self {
             Workload::Transfer => "transfer",
             Workload::HotRows => "hot-rows",
+            Workload::History => "history",
         }
     }
 
@@ -128,6 +157,8 @@ impl Workload {
         match self {
             Workload::Transfer => 8,
             Workload::HotRows => 4,
+            // Rows are not read: each transaction adds its own.
+            Workload::History => 1,
         }
     }
 
@@ -135,7 +166,7 @@ impl Workload {
     pub fn min_rows(self) -> u32 {
         match self {
             Workload::Transfer => 2,
-            Workload::HotRows => 1,
+            Workload::HotRows | Workload::History => 1,
         }
     }
 }
@@ -218,8 +249,32 @@ pub enum PolicyArg {
     /// database, but the locks only for rows that collided in the last 10 s
     /// (`Admission::only_for_contended_keys`): no database lock without contention.
     Adaptive,
-    /// Every preset, one after the other, in one comparison table.
+    /// `RetryPolicy::high_availability()`: default, plus failover and connection outages
+    /// ridden out for up to 60 s (not part of `all`).
+    HighAvailability,
+    /// Every contention preset (all but high-availability), one after the other, in one
+    /// comparison table.
     All,
+}
+
+/// `--fault` values: what `docker/ha/cluster` does to the leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FaultArg {
+    /// A planned switchover (`cluster switchover`): Patroni hands the leader role over.
+    Switchover,
+    /// A crash of the leader's node (`cluster failover`: kill -9 of its Patroni and
+    /// PostgreSQL); a replica is promoted once the leader key expires.
+    Failover,
+}
+
+impl FaultArg {
+    /// The flag's value, which is also the script's subcommand.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultArg::Switchover => "switchover",
+            FaultArg::Failover => "failover",
+        }
+    }
 }
 
 /// A worker count from 1 to [`MAX_WORKERS`] (`--workers`, and each of `sweep --workers`).
@@ -285,7 +340,8 @@ mod tests {
         assert_eq!(cli.db, "sqlite");
         assert_eq!(cli.workload, Workload::Transfer);
         // Every preset side by side, on SQLite writers that collide, in a few seconds.
-        assert_eq!(cli.policy, PolicyArg::All);
+        assert_eq!(cli.policy, [PolicyArg::All]);
+        assert_eq!(cli.fault, None);
         assert_eq!(cli.sqlite_begin, SqliteBeginArg::Deferred);
         assert_eq!(cli.duration, Duration::from_secs(1));
         assert!(cli.workers > 1);
@@ -367,7 +423,7 @@ mod tests {
         assert_eq!(cli.duration, Duration::from_millis(500));
         assert_eq!(cli.isolation, Some(IsolationArg::RepeatableRead));
         assert_eq!(cli.sqlite_begin, SqliteBeginArg::Deferred);
-        assert_eq!(cli.policy, PolicyArg::ExpJitter);
+        assert_eq!(cli.policy, [PolicyArg::ExpJitter]);
         assert!(cli.json);
     }
 }

@@ -17,7 +17,9 @@ const NEAR_DEADLOCK_TIMEOUT: f64 = 0.5;
 /// Every hint that applies, one line each (continuations indented).
 pub fn hints(setup: &Setup, reports: &[RunReport], facts: &Facts) -> Vec<String> {
     let mut hints = Vec::new();
-    let nothing_retried = reports.iter().all(|r| r.retries == 0 && r.failed == 0);
+    // The history workload collides with nothing by design (it measures faults).
+    let nothing_retried =
+        setup.workload != "history" && reports.iter().all(|r| r.retries == 0 && r.failed == 0);
     if nothing_retried {
         hints.push(if setup.sqlite_begin == Some("immediate") {
             "hint: BEGIN IMMEDIATE makes SQLite writers queue on the busy timeout, so nothing collided and there was nothing to retry;\n      \
@@ -34,8 +36,9 @@ pub fn hints(setup: &Setup, reports: &[RunReport], facts: &Facts) -> Vec<String>
     }
     hints.extend(still_lost(reports));
     if reports.iter().any(|r| {
-        r.failed_by_kind
-            .contains_key(TransientKind::Connection.as_str())
+        r.faults.is_empty()
+            && r.failed_by_kind
+                .contains_key(TransientKind::Connection.as_str())
     }) {
         hints.push(format!(
             "hint: connection failures: a worker waited {}s for a connection (or the server refused one); \
@@ -43,7 +46,31 @@ pub fn hints(setup: &Setup, reports: &[RunReport], facts: &Facts) -> Vec<String>
             ACQUIRE_TIMEOUT.as_secs()
         ));
     }
+    hints.extend(faults_not_ridden_out(reports));
     hints
+}
+
+/// A `--fault` run whose policy let the outage's failures surface: say which preset
+/// rides them out.
+fn faults_not_ridden_out(reports: &[RunReport]) -> Option<String> {
+    let outage = [TransientKind::Failover, TransientKind::Connection];
+    let surfaced: Vec<&str> = reports
+        .iter()
+        .filter(|r| !r.faults.is_empty())
+        .filter(|r| {
+            outage
+                .iter()
+                .any(|k| r.failed_by_kind.get(k.as_str()).is_some_and(|&n| n > 0))
+        })
+        .map(|r| r.policy)
+        .collect();
+    (!surfaced.is_empty()).then(|| {
+        format!(
+            "hint: {}: failover and connection failures surfaced during the faults: this policy does not retry them;\n      \
+             --policy high-availability rides an outage out (up to 60s, waits of 50ms doubling to 500ms)",
+            surfaced.join(", ")
+        )
+    })
 }
 
 /// Postgres detects a deadlock only after `deadlock_timeout`: transfers that lock two
@@ -95,16 +122,25 @@ fn lost_without_retries(reports: &[RunReport]) -> Option<String> {
     })
 }
 
-/// A retrying policy that still lost transactions: its attempts ran out.
+/// A retrying policy that still lost transactions: its attempts ran out. An ambiguous
+/// COMMIT does not count: it is never run again whatever the attempts (the lab's
+/// transactions are not idempotent).
 fn still_lost(reports: &[RunReport]) -> impl Iterator<Item = String> + '_ {
+    let exhausted = |r: &RunReport| {
+        r.failed
+            - r.failed_by_kind
+                .get(crate::stats::AMBIGUOUS)
+                .copied()
+                .unwrap_or(0)
+    };
     reports
         .iter()
-        .filter(|r| r.policy != "none" && r.failed > 0 && r.retries > 0)
-        .map(|r| {
+        .filter(move |r| r.policy != "none" && exhausted(r) > 0 && r.retries > 0)
+        .map(move |r| {
             format!(
                 "note: {} still lost {}: {} ran out under this contention (a growing backoff spreads the retries out)",
                 r.policy,
-                r.failed,
+                exhausted(r),
                 r.policy_description
                     .split(',')
                     .next()
@@ -158,11 +194,13 @@ mod tests {
                 retries: counter,
                 elapsed: Duration::from_secs(1),
                 invariant: Invariant {
+                    counts: None,
                     ok: true,
                     detail: "fine".into(),
                 },
                 interrupted: false,
                 committed_by_process: Vec::new(),
+                faults: Vec::new(),
             },
         )
     }

@@ -21,9 +21,8 @@ mod tests {
     use crate::workload::Invariant;
     use std::time::Duration;
 
-    #[test]
-    fn shape() {
-        let setup = Setup {
+    fn setup() -> Setup {
+        Setup {
             db: "postgres://u:***@h/db".into(),
             engine: "postgres",
             workload: "hot-rows",
@@ -33,10 +32,11 @@ mod tests {
             workers: 2,
             processes: 1,
             duration: Duration::from_secs(1),
-        };
-        let retries = RetryCounter::default();
-        retries.record(Some(txretry::TransientKind::SerializationFailure));
-        let result = RunResult {
+        }
+    }
+
+    fn result(retries: RetryCounter, invariant: Invariant) -> RunResult {
+        RunResult {
             preset: Preset::ExpJitter,
             tally: Tally {
                 committed: 2,
@@ -46,13 +46,26 @@ mod tests {
             },
             retries,
             elapsed: Duration::from_secs(1),
-            invariant: Invariant {
+            invariant,
+            interrupted: false,
+            committed_by_process: Vec::new(),
+            faults: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn shape() {
+        let setup = setup();
+        let retries = RetryCounter::default();
+        retries.record(Some(txretry::TransientKind::SerializationFailure));
+        let result = result(
+            retries,
+            Invariant {
+                counts: None,
                 ok: true,
                 detail: "fine".into(),
             },
-            interrupted: false,
-            committed_by_process: Vec::new(),
-        };
+        );
         let text = render(&[RunReport::new(&setup, result)]);
         let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         let run = &value[0];
@@ -86,5 +99,56 @@ mod tests {
         assert_eq!(run["p50_ms"], 1.5);
         assert_eq!(run["invariant_ok"], true);
         assert_eq!(run["sqlite_begin"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_fault_run_carries_its_history_and_timelines() {
+        use crate::timeline::FaultTimeline;
+        use crate::workload::check_history;
+        let mut result = result(
+            RetryCounter::default(),
+            check_history(&[1, 2], &[1, 2], &[], 5452),
+        );
+        result.faults = vec![FaultTimeline {
+            kind: "switchover",
+            from: Some("pg1".into()),
+            to: Some("pg2".into()),
+            old_port: Some(5451),
+            first_failure_ms: Some(200),
+            first_commit_on_new_primary_ms: Some(2_700),
+            new_primary_port: Some(5452),
+            cluster_writable_ms: Some(2_500),
+            extra_ms: Some(200),
+            ..FaultTimeline::default()
+        }];
+        let report = RunReport::new(&setup(), result);
+        let value: serde_json::Value =
+            serde_json::from_str(&render(std::slice::from_ref(&report))).expect("valid JSON");
+        assert_eq!(value[0]["history"]["lost"], 0);
+        assert_eq!(value[0]["faults"][0]["extra_ms"], 200);
+        let text = crate::report::faults(&report);
+        for says in [
+            "#1 switchover pg1 -> pg2",
+            "first commit on the new primary (port 5452) +2700 ms",
+            "vs cluster 2500 ms (app adds +200 ms)",
+            "lost 0, doubled 0",
+        ] {
+            assert!(text.contains(says), "{says:?} in:\n{text}");
+        }
+        // A run without faults prints no timeline, and its JSON has neither key.
+        let plain = RunReport::new(
+            &setup(),
+            super::tests::result(
+                RetryCounter::default(),
+                Invariant {
+                    counts: None,
+                    ok: true,
+                    detail: "fine".into(),
+                },
+            ),
+        );
+        assert_eq!(crate::report::faults(&plain), "");
+        let value: serde_json::Value = serde_json::from_str(&render(&[plain])).expect("valid JSON");
+        assert!(value[0].get("history").is_none() && value[0].get("faults").is_none());
     }
 }

@@ -13,6 +13,7 @@ use txretry::TxOptions;
 use crate::backend::{self, LabDb};
 use crate::cli::Cli;
 use crate::error::describe;
+use crate::fault::FaultPlan;
 use crate::hints;
 use crate::json;
 use crate::multi::{self, Fleet, Interrupts};
@@ -43,8 +44,13 @@ pub fn temp_sqlite_file() -> Result<(tempfile::TempDir, std::path::PathBuf), Fat
     Ok((dir, file))
 }
 
-/// Runs the lab and returns every run's report.
-pub async fn main(cli: &Cli, target: &Target) -> Result<Vec<RunReport>, Fatal> {
+/// Runs the lab and returns every run's report; `faults` (checked by
+/// [`FaultPlan::from_flags`]) are injected during each run.
+pub async fn main(
+    cli: &Cli,
+    target: &Target,
+    faults: Option<FaultPlan>,
+) -> Result<Vec<RunReport>, Fatal> {
     let rows = cli.rows.unwrap_or_else(|| cli.workload.default_rows());
     if target.is_sqlite() && cli.isolation.is_some() {
         eprintln!(
@@ -78,11 +84,20 @@ pub async fn main(cli: &Cli, target: &Target) -> Result<Vec<RunReport>, Fatal> {
         options,
         preset: Preset::Default,
         first_worker: 0,
+        faults: faults.clone(),
     };
-    let presets = Preset::selected(cli.policy);
+    let presets = Preset::selected_list(&cli.policy);
     let connect_error = |e: sqlx::Error| {
         Fatal(target.scrub(&format!("could not connect to {target}: {}", describe(&e))))
     };
+    if let Some(plan) = &faults {
+        eprintln!(
+            "faults: {} every {} through {} (the first after one interval)",
+            plan.kind.as_str(),
+            crate::duration::format_duration(plan.every),
+            plan.cluster.display()
+        );
+    }
     let processes = cli.processes;
     if processes > 1
         && let Target::Sqlite(url) = target
@@ -134,12 +149,16 @@ pub async fn main(cli: &Cli, target: &Target) -> Result<Vec<RunReport>, Fatal> {
             .await
         }
         Target::Postgres(url) => {
-            let pool = backend::postgres(first_server.unwrap_or(url), pool_size)
-                .await
-                .map_err(connect_error)?;
+            let url = first_server.unwrap_or(url);
+            let pool = if faults.is_some() {
+                backend::postgres_ha(url, pool_size).await
+            } else {
+                backend::postgres(url, pool_size).await
+            }
+            .map_err(connect_error)?;
             let facts = server::postgres(&pool).await;
             enough_connections(&facts, cli)?;
-            run_presets(&pool, run((processes > 1).then(|| url.clone()), facts)).await
+            run_presets(&pool, run((processes > 1).then(|| url.to_owned()), facts)).await
         }
         Target::MySql(url) => {
             let pool = backend::mysql(first_server.unwrap_or(url), pool_size)
@@ -214,13 +233,14 @@ pub async fn child(cli: &Cli, target: &Target, prefix: &str) -> Result<(), Fatal
         workers: cli.workers,
         duration: cli.duration,
         options,
-        preset: Preset::selected(cli.policy)
+        preset: Preset::selected_list(&cli.policy)
             .first()
             .copied()
             .unwrap_or(Preset::Default),
         first_worker: cli
             .child_index
             .saturating_mul(u32::try_from(cli.workers).unwrap_or(u32::MAX)),
+        faults: None,
     };
     let prefix = prefix.to_owned();
     let connect_error = |e: sqlx::Error| {

@@ -30,6 +30,7 @@ mod backend;
 mod cli;
 mod duration;
 mod error;
+mod fault;
 mod hints;
 mod json;
 mod lab;
@@ -44,6 +45,7 @@ mod signals;
 mod stats;
 mod sweep;
 mod target;
+mod timeline;
 mod workload;
 
 use std::io::IsTerminal;
@@ -92,10 +94,17 @@ fn main() -> ExitCode {
         );
         return clap_exit(&Cli::command().error(ErrorKind::ValueValidation, message));
     }
+    let cluster_env = std::env::var_os(fault::CLUSTER_ENV).map(std::path::PathBuf::from);
+    let faults = match fault::FaultPlan::from_flags(&cli, &target, cluster_env) {
+        Ok(plan) => plan,
+        Err(message) => {
+            return clap_exit(&Cli::command().error(ErrorKind::ArgumentConflict, message));
+        }
+    };
     let Some(runtime) = runtime() else {
         return ExitCode::from(EXIT_NOT_RUN);
     };
-    match runtime.block_on(lab::main(&cli, &target)) {
+    match runtime.block_on(lab::main(&cli, &target, faults)) {
         Ok(reports) if reports.iter().any(|r| !r.invariant_ok) => {
             ExitCode::from(EXIT_INVARIANT_FAILED)
         }

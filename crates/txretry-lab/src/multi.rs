@@ -181,6 +181,8 @@ pub fn aggregate(reports: Vec<ChildReport>) -> Result<Aggregate, String> {
             latencies_us: r.latencies_us,
             committed_keys: r.committed_keys,
             maybe_committed_keys: r.maybe_committed_keys,
+            // Only a `--fault` run (one process) uses them.
+            commits: Vec::new(),
         });
     }
     let span = last_end.saturating_sub(first_start);
@@ -341,6 +343,7 @@ where
                 {
                     Ok(invariant) => invariant,
                     Err(e) => Invariant {
+                        counts: None,
                         ok: false,
                         detail: format!("could not check the tables: {}", error::describe(&e)),
                     },
@@ -353,6 +356,7 @@ where
                     invariant,
                     interrupted: all.interrupted,
                     committed_by_process: all.committed_by_process,
+                    faults: Vec::new(),
                 }))
             }
             Err(why) => Err(Fatal(format!(
@@ -770,6 +774,7 @@ mod tests {
             options: txretry::TxOptions::new(),
             preset: Preset::Database,
             first_worker: 0,
+            faults: None,
         };
         let args = child_args(&cli, &spec, "txlab_1_0", 3, false);
         let line = args.join(" ");
@@ -785,7 +790,7 @@ mod tests {
         assert_eq!(child.duration, cli.duration);
         assert_eq!(child.isolation, cli.isolation);
         assert_eq!(child.processes, 1);
-        assert_eq!(Preset::selected(child.policy), vec![Preset::Database]);
+        assert_eq!(Preset::selected_list(&child.policy), vec![Preset::Database]);
         // SQLite ignores --isolation; a child is not told it.
         let sqlite = child_args(&cli, &spec, "txlab_1_0", 0, true);
         assert!(!sqlite.contains(&"--isolation".to_owned()));

@@ -39,7 +39,15 @@ pub enum Preset {
     /// `Database` with `only_for_contended_keys(CONTENDED_WINDOW)`: the database locks
     /// only for keys that collided lately.
     Adaptive,
+    /// `RetryPolicy::high_availability()`: the default policy that also rides out a
+    /// switchover or failover of up to [`HA_MAX_OUTAGE`] (not in `--policy all`: ask for
+    /// it by name, with `--fault`).
+    HighAvailability,
 }
+
+/// The outage budget of the `high-availability` preset (that of
+/// `RetryPolicy::high_availability()`).
+pub const HA_MAX_OUTAGE: Duration = Duration::from_secs(60);
 
 /// How long the `database` preset waits for each key's database lock before the attempt
 /// fails with a lock timeout (and is retried).
@@ -60,9 +68,26 @@ impl Preset {
         Preset::Adaptive,
     ];
 
+    /// The presets `all` leaves out: ask for them by name.
+    pub const BY_NAME_ONLY: [Preset; 1] = [Preset::HighAvailability];
+
+    /// Every preset there is, in the order a list of them runs: [`Preset::ALL`], then
+    /// [`Preset::BY_NAME_ONLY`].
+    pub fn every() -> impl Iterator<Item = Preset> {
+        Preset::ALL.into_iter().chain(Preset::BY_NAME_ONLY)
+    }
+
+    /// The presets some `--policy` values ask for, each once, in the order of
+    /// [`Preset::every`] whatever order they were named in.
+    pub fn selected_list(args: &[PolicyArg]) -> Vec<Preset> {
+        let named: Vec<Preset> = args.iter().flat_map(|&arg| Preset::selected(arg)).collect();
+        Preset::every().filter(|p| named.contains(p)).collect()
+    }
+
     /// The presets a `--policy` value asks for.
     pub fn selected(arg: PolicyArg) -> Vec<Preset> {
         match arg {
+            PolicyArg::HighAvailability => vec![Preset::HighAvailability],
             PolicyArg::None => vec![Preset::None],
             PolicyArg::Default => vec![Preset::Default],
             PolicyArg::Immediate => vec![Preset::Immediate],
@@ -84,6 +109,7 @@ impl Preset {
             Preset::Contention => "contention",
             Preset::Database => "database",
             Preset::Adaptive => "adaptive",
+            Preset::HighAvailability => "high-availability",
         }
     }
 
@@ -108,6 +134,10 @@ impl Preset {
                 "{exp}, per-key admission with database locks for keys that collided in the last {}s (wait {}s; none on SQLite)",
                 CONTENDED_WINDOW.as_secs(),
                 DATABASE_WAIT.as_secs()
+            ),
+            Preset::HighAvailability => format!(
+                "2 attempts, linear 150ms x N, and failover/connection outages ridden out for up to {}s, waits 50ms doubling to 500ms (RetryPolicy::high_availability())",
+                HA_MAX_OUTAGE.as_secs()
             ),
         }
     }
@@ -135,6 +165,8 @@ impl Preset {
             RetryPolicy::builder().on_retry(move |event| counter.record(event.kind()));
         builder = match self {
             Preset::None | Preset::Default => builder,
+            // `RetryPolicy::high_availability()` is this builder call plus nothing.
+            Preset::HighAvailability => builder.failover(HA_MAX_OUTAGE),
             Preset::Immediate => builder.max_attempts(MANY_ATTEMPTS).backoff(Backoff::None),
             Preset::ExpJitter | Preset::Contention | Preset::Database | Preset::Adaptive => builder
                 .max_attempts(MANY_ATTEMPTS)
@@ -173,13 +205,32 @@ mod tests {
 
     #[test]
     fn every_preset_has_a_flag_of_the_same_name() {
-        for preset in Preset::ALL {
+        for preset in Preset::every() {
             let arg = PolicyArg::from_str(preset.name(), false).expect("a --policy value");
             assert_eq!(Preset::selected(arg), vec![preset]);
         }
         assert_eq!(Preset::selected(PolicyArg::All), Preset::ALL.to_vec());
         // And no flag value without a preset (besides `all`).
-        assert_eq!(PolicyArg::value_variants().len(), Preset::ALL.len() + 1);
+        assert_eq!(
+            PolicyArg::value_variants().len(),
+            Preset::every().count() + 1
+        );
+    }
+
+    #[test]
+    fn a_list_runs_each_preset_once_in_order() {
+        assert_eq!(
+            Preset::selected_list(&[
+                PolicyArg::HighAvailability,
+                PolicyArg::Default,
+                PolicyArg::Default
+            ]),
+            vec![Preset::Default, Preset::HighAvailability]
+        );
+        assert_eq!(
+            Preset::selected_list(&[PolicyArg::HighAvailability, PolicyArg::All]),
+            Preset::every().collect::<Vec<_>>()
+        );
     }
 
     #[test]
@@ -203,6 +254,24 @@ mod tests {
                 MANY_ATTEMPTS
             );
         }
+    }
+
+    #[test]
+    fn high_availability_preset_is_the_library_one() {
+        let counter = RetryCounter::default();
+        let ours = Preset::HighAvailability.policy(&counter, &Admission::per_key());
+        let theirs = RetryPolicy::high_availability();
+        assert_eq!(ours.failover_budget(), theirs.failover_budget());
+        assert_eq!(ours.max_attempts(), theirs.max_attempts());
+        for kind in txretry::TransientKind::ALL {
+            assert_eq!(ours.retries(kind), theirs.retries(kind), "{kind:?}");
+        }
+        // The contrast: the default policy does not ride out a failover.
+        assert!(
+            !Preset::Default
+                .policy(&counter, &Admission::per_key())
+                .retries(txretry::TransientKind::Failover)
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@ use crate::duration::format_duration;
 use crate::run::RunResult;
 use crate::stats::{Percentiles, ratio};
 use crate::target::Target;
+use crate::timeline::FaultTimeline;
+use crate::workload::CommitCounts;
 
 /// [`Setup::isolation`] when no level was set and the server did not name its default.
 pub const SERVER_DEFAULT: &str = "server-default";
@@ -106,6 +108,13 @@ pub struct RunReport {
     /// With `--processes` above 1: each process's commits (absent otherwise).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub committed_by_process: Vec<u64>,
+    /// The history workload's counts: acknowledged, lost, doubled, ambiguous (absent for
+    /// the other workloads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<CommitCounts>,
+    /// With `--fault`: each fault's timeline (absent otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<FaultTimeline>,
 }
 
 impl RunReport {
@@ -151,6 +160,8 @@ impl RunReport {
             invariant: result.invariant.detail,
             interrupted: result.interrupted,
             committed_by_process: result.committed_by_process,
+            history: result.invariant.counts,
+            faults: result.faults,
         }
     }
 }
@@ -161,6 +172,11 @@ impl RunReport {
         for message in self.first_error_by_kind.values_mut() {
             *message = target.scrub(message);
         }
+        for fault in &mut self.faults {
+            if let Some(error) = &mut fault.error {
+                *error = target.scrub(error);
+            }
+        }
         self
     }
 
@@ -168,9 +184,14 @@ impl RunReport {
     /// transactions in flight at the deadline finish first (retries and waits included).
     pub fn overran(&self) -> Option<String> {
         let over = self.elapsed_s - self.duration_s;
+        let in_flight = if self.faults.is_empty() {
+            "transactions"
+        } else {
+            "a fault (until its command returns) and transactions"
+        };
         (over > (self.duration_s * 0.1).max(0.25)).then(|| {
             format!(
-                "ran {:.1}s of the {:.1}s asked: transactions in flight at the deadline finish first, retries and waits included",
+                "ran {:.1}s of the {:.1}s asked: {in_flight} in flight at the deadline finish first, retries and waits included",
                 self.elapsed_s, self.duration_s
             )
         })
@@ -318,12 +339,107 @@ pub fn summary(setup: &Setup, r: &RunReport) -> String {
             format!("{}  ({})", verdict(r.invariant_ok), r.invariant),
         ),
     ]);
+    if let Some(h) = &r.history {
+        rows.push((
+            "history".into(),
+            format!(
+                "acknowledged {}, lost {}, doubled {}, ambiguous {} ({} landed)",
+                h.acknowledged, h.lost, h.doubled, h.ambiguous, h.ambiguous_landed
+            ),
+        ));
+    }
     if let Some(overran) = r.overran() {
         rows.push(("note".into(), overran));
     }
     for (label, value) in rows {
         let _ = writeln!(out, "  {label:<18} {}", value.trim_end());
     }
+    out.push_str(&faults(r));
+    out
+}
+
+/// `+N ms`, or `?` when unknown.
+fn ms(value: Option<i64>) -> String {
+    value.map_or_else(|| "?".to_owned(), |v| format!("{v:+} ms"))
+}
+
+/// The timeline of each fault of a `--fault` run, and the run's totals (nothing for a run
+/// without faults).
+pub fn faults(r: &RunReport) -> String {
+    let mut out = String::new();
+    if r.faults.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "faults under {} (times after the fault struck; the cluster's = its own probe write through the proxy):",
+        r.policy
+    );
+    for (i, f) in r.faults.iter().enumerate() {
+        let nodes = match (&f.from, &f.to) {
+            (Some(from), Some(to)) => format!("{from} -> {to}"),
+            _ => "?".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "  #{} {} {nodes}, requested at {:.1}s, struck {} later, command {:.1}s",
+            i + 1,
+            f.kind,
+            f.requested_at_s,
+            ms(f.fault_after_request_ms).trim_start_matches('+'),
+            f.command_ms as f64 / 1000.0
+        );
+        if let Some(error) = &f.error {
+            let _ = writeln!(out, "     fault failed: {error}");
+            continue;
+        }
+        let new_port = f
+            .new_primary_port
+            .map_or_else(String::new, |p| format!(" (port {p})"));
+        let _ = writeln!(
+            out,
+            "     first failure seen {}; first commit on the new primary{new_port} {}: write outage {} vs cluster {} (app adds {})",
+            ms(f.first_failure_ms),
+            ms(f.first_commit_on_new_primary_ms),
+            ms(f.first_commit_on_new_primary_ms).trim_start_matches('+'),
+            ms(f.cluster_writable_ms).trim_start_matches('+'),
+            ms(f.extra_ms)
+        );
+        if f.first_commit_on_new_primary_ms.is_none() {
+            let _ = writeln!(
+                out,
+                "     no commit on a node other than the old leader before the next fault or the end of the run"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "     retries {}; failed {}",
+            nonzero(&f.retries_by_kind),
+            nonzero(&f.failed_by_kind)
+        );
+    }
+    let ambiguous = r
+        .failed_by_kind
+        .get(crate::stats::AMBIGUOUS)
+        .copied()
+        .unwrap_or(0);
+    let _ = match &r.history {
+        Some(h) => writeln!(
+            out,
+            "  totals: committed {}, ambiguous {ambiguous} ({} landed, {} not), failed {} (ambiguous included), lost {}, doubled {}",
+            r.committed,
+            h.ambiguous_landed,
+            h.ambiguous.saturating_sub(h.ambiguous_landed),
+            r.failed,
+            h.lost,
+            h.doubled
+        ),
+        None => writeln!(
+            out,
+            "  totals: committed {}, ambiguous {ambiguous}, failed {}",
+            r.committed, r.failed
+        ),
+    };
     out
 }
 
@@ -418,6 +534,9 @@ pub fn table(setup: &Setup, reports: &[RunReport]) -> String {
     }
     for r in reports.iter().filter(|r| !r.invariant_ok) {
         let _ = writeln!(out, "invariant FAILED for {}: {}", r.policy, r.invariant);
+    }
+    for r in reports {
+        out.push_str(&faults(r));
     }
     if reports.iter().any(|r| r.interrupted) {
         let _ = writeln!(out, "(interrupted: the last run was cut short)");

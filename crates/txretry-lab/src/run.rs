@@ -15,10 +15,12 @@ use crate::backend::LabDb;
 use crate::cli::Workload;
 use crate::error::TxError;
 use crate::error::describe;
+use crate::fault::{self, FaultPlan, Injected};
 use crate::presets::Preset;
 use crate::progress::{Counts, Progress};
 use crate::signals;
 use crate::stats::{Live, RetryCounter, Tally};
+use crate::timeline::{self, Commit, EventLog, Failure, FaultTimeline};
 use crate::workload::{Invariant, MAX_AMOUNT, Schema, Transfer};
 
 /// What a run is asked to do.
@@ -39,6 +41,8 @@ pub struct RunSpec {
     /// The number of this process's first worker among every process's workers (0 in a
     /// single-process run): transfer ids stay unique across processes.
     pub first_worker: u32,
+    /// Faults to inject into an HA cluster during the run (`--fault`).
+    pub faults: Option<FaultPlan>,
 }
 
 /// What a run measured.
@@ -58,6 +62,8 @@ pub struct RunResult {
     pub interrupted: bool,
     /// With several processes: each one's commits, in process order (empty otherwise).
     pub committed_by_process: Vec<u64>,
+    /// With `--fault`: each fault's timeline (empty otherwise).
+    pub faults: Vec<FaultTimeline>,
 }
 
 /// What the workers of one process did: everything but the invariant check.
@@ -73,7 +79,16 @@ pub struct Measured {
     pub elapsed: Duration,
     /// Whether a stop request cut the run short.
     pub interrupted: bool,
+    /// With `--fault`: the faults injected.
+    pub faults: Vec<Injected>,
+    /// With `--fault`: every failed attempt, with its time.
+    pub failures: Vec<Failure>,
 }
+
+/// How often the invariant check is tried after faults (the cluster may still be handing
+/// out connections of the old leader), and the pause between tries.
+const CHECK_TRIES: u32 = 20;
+const CHECK_PAUSE: Duration = Duration::from_millis(500);
 
 /// How long dropping the tables may take when quitting.
 const QUIT_DROP_WAIT: Duration = Duration::from_secs(5);
@@ -88,11 +103,16 @@ struct Ctx<DB: sqlx::Database> {
     deadline: Instant,
     stop: Arc<AtomicBool>,
     live: Live,
+    /// With `--fault`: where failed calls are noted with their time.
+    log: Option<Arc<EventLog>>,
+    /// Set while a fault's command runs: the run goes on past its deadline until it ends.
+    fault_in_flight: Arc<AtomicBool>,
 }
 
 impl<DB: sqlx::Database> Ctx<DB> {
     fn over(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+        self.stop.load(Ordering::Relaxed)
+            || (Instant::now() >= self.deadline && !self.fault_in_flight.load(Ordering::SeqCst))
     }
 }
 
@@ -132,29 +152,60 @@ where
             retries: measured.retries,
             elapsed: measured.elapsed,
             invariant: Invariant {
+                counts: None,
                 ok: true,
                 detail: "not checked: quit".into(),
             },
             interrupted: true,
             committed_by_process: Vec::new(),
+            faults: Vec::new(),
         });
     }
-    let invariant = match schema
-        .check(
-            pool,
-            &measured.tally.committed_keys,
-            &measured.tally.maybe_committed_keys,
-        )
-        .await
-    {
-        Ok(invariant) => invariant,
-        Err(e) => Invariant {
-            ok: false,
-            detail: format!("could not check the tables: {}", describe(&e)),
-        },
+    // After faults, a pooled connection may be one the old leader dropped: try again.
+    let tries = if measured.faults.is_empty() {
+        1
+    } else {
+        CHECK_TRIES
     };
+    let mut invariant = None;
+    for attempt in 1..=tries {
+        match schema
+            .check(
+                pool,
+                &measured.tally.committed_keys,
+                &measured.tally.maybe_committed_keys,
+            )
+            .await
+        {
+            Ok(found) => {
+                invariant = Some(found);
+                break;
+            }
+            Err(e) if attempt == tries => {
+                invariant = Some(Invariant {
+                    counts: None,
+                    ok: false,
+                    detail: format!("could not check the tables: {}", describe(&e)),
+                });
+            }
+            Err(_) => tokio::time::sleep(CHECK_PAUSE).await,
+        }
+    }
+    let invariant = invariant.unwrap_or_else(|| unreachable!("at least one try"));
     // Best effort: a table left behind is named txlab_<pid>_<run>_… and harms nothing.
-    let _ = schema.drop_tables(pool).await;
+    for _ in 0..tries {
+        if schema.drop_tables(pool).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(CHECK_PAUSE).await;
+    }
+    let started_ms = fault::unix_ms(measured.started);
+    let faults = timeline::timelines(
+        &measured.faults,
+        &measured.tally.commits,
+        &measured.failures,
+        started_ms,
+    );
     Ok(RunResult {
         preset: spec.preset,
         tally: measured.tally,
@@ -163,6 +214,7 @@ where
         invariant,
         interrupted: measured.interrupted,
         committed_by_process: Vec::new(),
+        faults,
     })
 }
 
@@ -182,12 +234,24 @@ where
     i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
     usize: ColumnIndex<DB::Row>,
 {
-    let retries = RetryCounter::default();
+    let log = spec.faults.as_ref().map(|_| Arc::new(EventLog::default()));
+    let retries = log
+        .clone()
+        .map_or_else(RetryCounter::default, RetryCounter::logging);
     // One admission for the whole run: every worker's policy is this one policy.
     let admission = Admission::per_key();
     let policy = spec.preset.policy(&retries, &admission);
     let started = SystemTime::now();
     let start = Instant::now();
+    let fault_in_flight = Arc::new(AtomicBool::new(false));
+    let injector = spec.faults.clone().map(|plan| {
+        tokio::spawn(fault::inject_until(
+            plan,
+            start + spec.duration,
+            stop.clone(),
+            fault_in_flight.clone(),
+        ))
+    });
     let ctx = Arc::new(Ctx {
         pool: pool.clone(),
         policy,
@@ -197,6 +261,8 @@ where
         deadline: start + spec.duration,
         stop: stop.clone(),
         live: Live::default(),
+        log: log.clone(),
+        fault_in_flight,
     });
     let progress = Progress::new(label, spec.duration);
     let workers: Vec<_> = (0..spec.workers)
@@ -240,12 +306,21 @@ where
     let elapsed = start.elapsed();
     progress.finish();
     tally.attempts = ctx.live.attempts.load(Ordering::Relaxed);
+    // The fault in flight at the deadline finishes (the old leader rejoins) before the
+    // check, so that it reads the final primary. Even a quit waits for it: a script
+    // killed halfway would leave the cluster without its old leader.
+    let faults = match injector {
+        Some(task) => task.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
     Measured {
         tally,
         retries,
         started,
         elapsed,
         interrupted: stop.load(Ordering::Relaxed),
+        faults,
+        failures: log.map(|log| log.failures()).unwrap_or_default(),
     }
 }
 
@@ -316,6 +391,28 @@ where
                 .await;
                 (t.id, result)
             }
+            Workload::History => {
+                let call_id = (i64::from(worker) << 32) | i64::from(seq);
+                seq = seq.wrapping_add(1);
+                let shared = ctx.clone();
+                let result = txretry::sqlx::transaction_with(
+                    &ctx.pool,
+                    &ctx.policy,
+                    &ctx.options,
+                    async move |tx| {
+                        shared.live.attempts.fetch_add(1, Ordering::Relaxed);
+                        shared.schema.record(tx, call_id).await
+                    },
+                )
+                .await;
+                let result = result.map(|port| {
+                    tally.commits.push(Commit {
+                        at_ms: fault::now_ms(),
+                        port,
+                    });
+                });
+                (call_id, result)
+            }
             Workload::HotRows => {
                 let row = rng.i64(1..=rows);
                 let options = if ctx.names_keys {
@@ -351,7 +448,10 @@ where
             Err(e) => {
                 // The runner's own verdict on the last attempt (ambiguous when a COMMIT
                 // may have landed), not a second classification of the error.
-                tally.record_failure(e.outcome().verdict(), || e.to_string());
+                let kind = tally.record_failure(e.outcome().verdict(), || e.to_string());
+                if let Some(log) = &ctx.log {
+                    log.failure(kind, false);
+                }
                 // The lab never declares its transactions idempotent, so an ambiguous
                 // COMMIT is always the last attempt: its effect may be in the tables.
                 if e.outcome().may_have_committed() {

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use txretry::{TransientKind, Verdict};
 
+use crate::timeline::{Commit, EventLog};
+
 /// Name used for retries of a failure that had no transient kind (an ambiguous commit,
 /// retried only for a call declared idempotent with `TxOptions::idempotent(true)`; the lab
 /// never declares its transactions idempotent), and for transactions that failed with an
@@ -19,6 +21,8 @@ pub const AMBIGUOUS: &str = "ambiguous";
 pub struct RetryCounter {
     /// One slot per [`TransientKind::ALL`] entry, then one for [`AMBIGUOUS`].
     slots: Arc<Vec<AtomicU64>>,
+    /// Where each retry is also noted with its time (`--fault` runs, for the timeline).
+    log: Option<Arc<EventLog>>,
 }
 
 impl Default for RetryCounter {
@@ -29,17 +33,29 @@ impl Default for RetryCounter {
                     .map(|_| AtomicU64::new(0))
                     .collect(),
             ),
+            log: None,
         }
     }
 }
 
 impl RetryCounter {
+    /// A counter that also notes each retry, with its time, in `log`.
+    pub fn logging(log: Arc<EventLog>) -> RetryCounter {
+        RetryCounter {
+            log: Some(log),
+            ..RetryCounter::default()
+        }
+    }
+
     /// Counts one retry of `kind` (`None`: an ambiguous failure).
     pub fn record(&self, kind: Option<TransientKind>) {
         let slot = kind
             .and_then(|k| TransientKind::ALL.iter().position(|&x| x == k))
             .unwrap_or(TransientKind::ALL.len());
         self.slots[slot].fetch_add(1, Ordering::Relaxed);
+        if let Some(log) = &self.log {
+            log.failure(kind.map_or(AMBIGUOUS, TransientKind::as_str), true);
+        }
     }
 
     /// Retries so far, all kinds.
@@ -114,6 +130,8 @@ pub struct Tally {
     /// One key per transaction whose COMMIT may have landed (the runner's verdict was
     /// ambiguous): the invariant check accepts its effect once or not at all.
     pub maybe_committed_keys: Vec<i64>,
+    /// History workload: when each commit was acknowledged and the node it landed on.
+    pub commits: Vec<Commit>,
 }
 
 impl Tally {
@@ -131,6 +149,7 @@ impl Tally {
         self.latencies_us.extend(other.latencies_us);
         self.committed_keys.extend(other.committed_keys);
         self.maybe_committed_keys.extend(other.maybe_committed_keys);
+        self.commits.extend(other.commits);
     }
 
     /// Transactions that failed with a database error (not a business refusal).
@@ -139,8 +158,13 @@ impl Tally {
     }
 
     /// Counts one failed transaction by its verdict; `message` (the error) is kept when it
-    /// is the first of its kind: a count says how often, the message says why.
-    pub fn record_failure(&mut self, verdict: Verdict, message: impl FnOnce() -> String) {
+    /// is the first of its kind: a count says how often, the message says why. Returns the
+    /// verdict's name.
+    pub fn record_failure(
+        &mut self,
+        verdict: Verdict,
+        message: impl FnOnce() -> String,
+    ) -> &'static str {
         let name = match verdict {
             Verdict::Transient(kind) => kind.as_str(),
             Verdict::Ambiguous => AMBIGUOUS,
@@ -150,6 +174,7 @@ impl Tally {
         self.first_errors
             .entry(name.to_owned())
             .or_insert_with(message);
+        name
     }
 
     /// Records one committed transaction's latency.

@@ -18,20 +18,78 @@ pub enum Target {
     MySql(String),
 }
 
+/// Why a `--db` value names no database the lab can run on. Its message never contains
+/// the value (it may hold a password).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TargetError {
+    /// `sqlite://` without a path.
+    SqliteNeedsPath,
+    /// A scheme the lab does not know (the scheme, when the value has a plausible one).
+    Unsupported(Option<String>),
+    /// A Postgres URL naming several hosts (`postgres://u@h1:p1,h2:p2/db?
+    /// target_session_attrs=read-write`): sqlx, which the lab runs on, connects to one
+    /// host only.
+    MultiHost,
+}
+
+impl fmt::Display for TargetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TargetError::SqliteNeedsPath => f.write_str(
+                "an sqlite URL needs a path, e.g. sqlite://lab.db (or plain `sqlite` for a temp file)",
+            ),
+            TargetError::Unsupported(Some(s)) => write!(
+                f,
+                "unsupported database `{s}://`; expected sqlite, sqlite://PATH, postgres://… or mysql://…"
+            ),
+            TargetError::Unsupported(None) => {
+                f.write_str("expected sqlite, sqlite://PATH, postgres://… or mysql://…")
+            }
+            TargetError::MultiHost => f.write_str(
+                "a multi-host Postgres URL (h1:p1,h2:p2,…) is not supported: the lab runs on sqlx, which has no multi-host connect; \
+                 use the cluster's proxy URL (HAProxy routing to the leader, e.g. `docker/ha/cluster url` prints it as `proxy:`)",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TargetError {}
+
+/// Whether a Postgres URL names several hosts: a comma in its host part, or in a `host=`
+/// parameter.
+fn is_multi_host(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let (authority, query) = match rest.find(['/', '?']) {
+        Some(end) => (&rest[..end], &rest[end..]),
+        None => (rest, ""),
+    };
+    let hosts = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, hosts)| hosts);
+    let query = query.split_once('?').map_or("", |(_, q)| q);
+    hosts.contains(',')
+        || query
+            .split('&')
+            .any(|pair| pair.strip_prefix("host=").is_some_and(|h| h.contains(',')))
+}
+
 impl Target {
     /// Reads a `--db` value. The error never contains the value itself (it may hold a
     /// password).
-    pub fn parse(text: &str) -> Result<Target, String> {
+    pub fn parse(text: &str) -> Result<Target, TargetError> {
         let trimmed = text.trim();
         let lower = trimmed.to_ascii_lowercase();
         if lower == "sqlite" {
             Ok(Target::EmbeddedSqlite)
         } else if lower.starts_with("sqlite:") {
             if trimmed.len() <= "sqlite://".len() && lower.trim_end_matches('/') == "sqlite:" {
-                return Err("an sqlite URL needs a path, e.g. sqlite://lab.db (or plain `sqlite` for a temp file)".into());
+                return Err(TargetError::SqliteNeedsPath);
             }
             Ok(Target::Sqlite(trimmed.to_owned()))
         } else if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            if servers(trimmed).iter().any(|url| is_multi_host(url)) {
+                return Err(TargetError::MultiHost);
+            }
             Ok(Target::Postgres(trimmed.to_owned()))
         } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
             Ok(Target::MySql(trimmed.to_owned()))
@@ -40,12 +98,7 @@ impl Target {
                 .split_once("://")
                 .map(|(s, _)| s)
                 .filter(|s| s.len() <= 20 && s.chars().all(|c| c.is_ascii_alphanumeric()));
-            Err(match scheme {
-                Some(s) => format!(
-                    "unsupported database `{s}://`; expected sqlite, sqlite://PATH, postgres://… or mysql://…"
-                ),
-                None => "expected sqlite, sqlite://PATH, postgres://… or mysql://…".to_owned(),
-            })
+            Err(TargetError::Unsupported(scheme.map(str::to_owned)))
         }
     }
 
@@ -157,14 +210,33 @@ mod tests {
     #[test]
     fn refusals_do_not_echo_the_value() {
         for bad in ["oracle://scott:tiger@h/db", "tiger", "", "sqlite://"] {
-            let err = Target::parse(bad).expect_err(bad);
+            let err = Target::parse(bad).expect_err(bad).to_string();
             assert!(!err.contains("tiger"), "{err}");
         }
         assert!(
             Target::parse("oracle://scott:tiger@h/db")
                 .unwrap_err()
+                .to_string()
                 .contains("oracle://")
         );
+    }
+
+    #[test]
+    fn a_multi_host_url_is_refused_with_the_way_out() {
+        for url in [
+            "postgres://u:s3cret@127.0.0.1:5441,127.0.0.1:5442,127.0.0.1:5443/test?target_session_attrs=read-write",
+            "postgresql://h1,h2/test",
+            "postgres:///test?host=h1,h2",
+        ] {
+            let err = Target::parse(url).expect_err(url);
+            assert_eq!(err, TargetError::MultiHost);
+            let text = err.to_string();
+            assert!(text.contains("sqlx") && text.contains("proxy"), "{text}");
+            assert!(!text.contains("s3cret"), "{text}");
+        }
+        // One host, a comma elsewhere: fine.
+        assert!(Target::parse("postgres://u@h:5440/test?options=a,b").is_ok());
+        assert!(Target::parse("postgres://u:p,w@h:5440/test").is_ok());
     }
 
     #[test]

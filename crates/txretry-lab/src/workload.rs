@@ -11,6 +11,12 @@
 //! - **hot-rows**: `rows` counters start at 0. A transaction reads a random row, then adds
 //!   one to it. Afterwards: every row's counter equals the commits on that row (so their
 //!   sum equals all commits).
+//! - **history**: a transaction asks which server it runs on (its port: through a proxy,
+//!   the node's) and inserts one row, its call id (unique per worker and sequence) and
+//!   that port, into a table with no unique key, so a call that ran twice shows twice.
+//!   Afterwards, on the server the check reaches (after a failover, the final primary):
+//!   no acknowledged call is missing (lost), none is there twice (doubled), an ambiguous
+//!   one is there once or not at all, and no row belongs to a call that failed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -53,6 +59,8 @@ struct Statements {
     insert_ledger: SqlStr,
     select_counter: SqlStr,
     bump_counter: SqlStr,
+    server_port: SqlStr,
+    insert_history: SqlStr,
 }
 
 /// The tables of one run: created fresh, dropped afterwards. Names are unique per process
@@ -65,6 +73,7 @@ pub struct Schema {
     accounts: String,
     ledger: String,
     hot: String,
+    history: String,
     sql: Statements,
 }
 
@@ -75,6 +84,28 @@ pub struct Invariant {
     pub ok: bool,
     /// What was checked and, when it failed, what was wrong.
     pub detail: String,
+    /// The history workload's exact counts (`None` for the other workloads).
+    pub counts: Option<CommitCounts>,
+}
+
+/// What the history check counted: every call by how it ended and what the table holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CommitCounts {
+    /// Calls the runner acknowledged (`Ok`).
+    pub acknowledged: u64,
+    /// Acknowledged calls missing from the table: lost commits.
+    pub lost: u64,
+    /// Calls whose id is in the table more than once: doubled commits.
+    pub doubled: u64,
+    /// Calls whose COMMIT was ambiguous (its answer was lost).
+    pub ambiguous: u64,
+    /// Ambiguous calls that are in the table (each once, else they count as doubled).
+    pub ambiguous_landed: u64,
+    /// Rows of calls that no worker saw commit nor may have committed (a failed call
+    /// whose effect is there anyway).
+    pub unknown: u64,
+    /// The port of the server the check ran on (0 when the database has none: SQLite).
+    pub checked_on_port: i64,
 }
 
 fn sql(text: String) -> SqlStr {
@@ -97,10 +128,11 @@ impl Schema {
     /// The tables another lab process made with [`Schema::new`] (`prefix` is its
     /// [`Schema::prefix`], checked by [`crate::cli::parse_table_prefix`]).
     pub fn named<DB: LabDb>(workload: Workload, rows: u32, prefix: String) -> Schema {
-        let (accounts, ledger, hot) = (
+        let (accounts, ledger, hot, history) = (
             format!("{prefix}_accounts"),
             format!("{prefix}_ledger"),
             format!("{prefix}_hot"),
+            format!("{prefix}_history"),
         );
         let p = DB::placeholder;
         let sql = Statements {
@@ -131,6 +163,12 @@ impl Schema {
                 "UPDATE {hot} SET counter = counter + 1 WHERE id = {}",
                 p(1)
             )),
+            server_port: sql(format!("SELECT {}", DB::SERVER_PORT)),
+            insert_history: sql(format!(
+                "INSERT INTO {history} (call_id, port) VALUES ({}, {})",
+                p(1),
+                p(2)
+            )),
         };
         Schema {
             workload,
@@ -139,6 +177,7 @@ impl Schema {
             accounts,
             ledger,
             hot,
+            history,
             sql,
         }
     }
@@ -190,6 +229,11 @@ impl Schema {
                 "CREATE TABLE {} (id BIGINT PRIMARY KEY, counter BIGINT NOT NULL)",
                 self.hot
             )],
+            // No unique key: a call that ran twice must show twice.
+            Workload::History => vec![format!(
+                "CREATE TABLE {} (call_id BIGINT NOT NULL, port BIGINT NOT NULL)",
+                self.history
+            )],
         };
         for statement in ddl {
             sqlx::raw_sql(sql(statement)).execute(&mut *conn).await?;
@@ -197,6 +241,8 @@ impl Schema {
         let (table, value) = match self.workload {
             Workload::Transfer => (&self.accounts, INITIAL_BALANCE),
             Workload::HotRows => (&self.hot, 0),
+            // Starts empty.
+            Workload::History => return Ok(()),
         };
         // Literal integers the lab generated, in batches: one round trip per 500 rows.
         let ids: Vec<u32> = (1..=self.rows).collect();
@@ -223,7 +269,7 @@ impl Schema {
         for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     {
         let mut conn = pool.acquire().await?;
-        for table in [&self.accounts, &self.ledger, &self.hot] {
+        for table in [&self.accounts, &self.ledger, &self.hot, &self.history] {
             sqlx::raw_sql(sql(format!("DROP TABLE IF EXISTS {table}")))
                 .execute(&mut *conn)
                 .await?;
@@ -305,8 +351,35 @@ impl Schema {
         Ok(())
     }
 
+    /// The history transaction: ask the server its port, insert the call's row; returns
+    /// the port (the node the commit lands on, if it commits).
+    pub async fn record<DB>(
+        &self,
+        tx: &mut Transaction<'_, DB>,
+        call_id: i64,
+    ) -> Result<i64, TxError>
+    where
+        DB: LabDb,
+        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        DB::Arguments: IntoArguments<DB>,
+        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
+        usize: ColumnIndex<DB::Row>,
+    {
+        let s = &self.sql;
+        let row = sqlx::query(s.server_port.clone())
+            .fetch_one(&mut **tx)
+            .await?;
+        let port: i64 = row.try_get(0usize)?;
+        sqlx::query(s.insert_history.clone())
+            .bind(call_id)
+            .bind(port)
+            .execute(&mut **tx)
+            .await?;
+        Ok(port)
+    }
+
     /// Checks the invariant against what the workers say they committed: transfer ids
-    /// (transfer) or row ids, one per commit (hot-rows); `maybe` holds one key per
+    /// (transfer), row ids, one per commit (hot-rows) or call ids (history); `maybe` holds one key per
     /// transaction whose COMMIT may have landed (an ambiguous outcome), whose effect may be
     /// there once or not at all.
     pub async fn check<DB>(
@@ -323,6 +396,20 @@ impl Schema {
         usize: ColumnIndex<DB::Row>,
     {
         let mut conn = pool.acquire().await?;
+        if self.workload == Workload::History {
+            let port: i64 = sqlx::query(self.sql.server_port.clone())
+                .fetch_one(&mut *conn)
+                .await?
+                .try_get(0usize)?;
+            let mut ids = Vec::new();
+            for row in sqlx::query(sql(format!("SELECT call_id FROM {}", self.history)))
+                .fetch_all(&mut *conn)
+                .await?
+            {
+                ids.push(row.try_get::<i64, _>(0usize)?);
+            }
+            return Ok(check_history(&ids, committed, maybe, port));
+        }
         let table = if self.workload == Workload::Transfer {
             &self.accounts
         } else {
@@ -364,6 +451,7 @@ impl Schema {
         Ok(match self.workload {
             Workload::Transfer => check_transfer(self.rows, &values, &ledger, committed, maybe),
             Workload::HotRows => check_hot_rows(self.rows, &values, committed, maybe),
+            Workload::History => unreachable!("checked above"),
         })
     }
 }
@@ -444,6 +532,7 @@ pub fn check_transfer(
     }
     if problems.is_empty() {
         Invariant {
+            counts: None,
             ok: true,
             detail: format!(
                 "sum of balances {total} unchanged; {} ledger rows, one per committed transfer; balances match the ledger{}",
@@ -455,6 +544,7 @@ pub fn check_transfer(
         Invariant {
             ok: false,
             detail: problems.join("; "),
+            counts: None,
         }
     }
 }
@@ -508,6 +598,7 @@ pub fn check_hot_rows(
     }
     if problems.is_empty() {
         Invariant {
+            counts: None,
             ok: true,
             detail: format!(
                 "sum of counters {sum} = commits{}; every row matches its commits",
@@ -521,7 +612,83 @@ pub fn check_hot_rows(
         Invariant {
             ok: false,
             detail: problems.join("; "),
+            counts: None,
         }
+    }
+}
+
+/// The history invariant, from the call ids in the table (`rows`, one per row), the
+/// acknowledged ones and the ambiguous ones; `port` is the server the table was read on.
+/// Lost acknowledged commits are counted and fail the check, whatever the cause
+/// (asynchronous replication loses some in a failover: that is the number to see).
+pub fn check_history(
+    rows: &[i64],
+    acknowledged: &[i64],
+    ambiguous: &[i64],
+    port: i64,
+) -> Invariant {
+    let mut in_table: HashMap<i64, u64> = HashMap::new();
+    for id in rows {
+        *in_table.entry(*id).or_default() += 1;
+    }
+    let acked: std::collections::HashSet<i64> = acknowledged.iter().copied().collect();
+    let maybe: std::collections::HashSet<i64> = ambiguous.iter().copied().collect();
+    let count = |n: usize| n as u64;
+    let counts = CommitCounts {
+        acknowledged: count(acknowledged.len()),
+        lost: count(acked.iter().filter(|id| !in_table.contains_key(id)).count()),
+        doubled: count(in_table.values().filter(|&&n| n > 1).count()),
+        ambiguous: count(ambiguous.len()),
+        ambiguous_landed: count(maybe.iter().filter(|id| in_table.contains_key(id)).count()),
+        unknown: count(
+            in_table
+                .keys()
+                .filter(|id| !acked.contains(id) && !maybe.contains(id))
+                .count(),
+        ),
+        checked_on_port: port,
+    };
+    let mut problems = Vec::new();
+    if acked.len() != acknowledged.len() || maybe.iter().any(|id| acked.contains(id)) {
+        // A bug in the lab, not the database: call ids are unique per call.
+        problems.push("a call id was used twice by the lab".to_owned());
+    }
+    if counts.lost > 0 {
+        problems.push(format!("{} acknowledged commit(s) lost", counts.lost));
+    }
+    if counts.doubled > 0 {
+        problems.push(format!(
+            "{} call(s) committed more than once",
+            counts.doubled
+        ));
+    }
+    if counts.unknown > 0 {
+        problems.push(format!(
+            "{} row(s) of calls no worker saw commit",
+            counts.unknown
+        ));
+    }
+    let on = if port > 0 {
+        format!(" (read on port {port})")
+    } else {
+        String::new()
+    };
+    let detail = if problems.is_empty() {
+        format!(
+            "{} history rows{on}: every acknowledged call once, none lost, none doubled{}",
+            rows.len(),
+            landed_note(
+                usize::try_from(counts.ambiguous_landed).unwrap_or(0),
+                ambiguous.len()
+            )
+        )
+    } else {
+        format!("{}{on}", problems.join("; "))
+    };
+    Invariant {
+        ok: problems.is_empty(),
+        detail,
+        counts: Some(counts),
     }
 }
 
@@ -618,6 +785,28 @@ mod tests {
         // One ambiguous COMMIT cannot account for two increments.
         let twice: HashMap<i64, i64> = [(1, 3), (2, 1)].into();
         assert!(!check_hot_rows(2, &twice, &[1, 2], &[1]).ok);
+    }
+
+    #[test]
+    fn history_counts_lost_doubled_and_ambiguous_calls() {
+        let fine = check_history(&[1, 2, 3], &[1, 2], &[3, 4], 5452);
+        assert!(fine.ok, "{}", fine.detail);
+        let c = fine.counts.expect("counts");
+        assert_eq!((c.acknowledged, c.lost, c.doubled), (2, 0, 0));
+        assert_eq!((c.ambiguous, c.ambiguous_landed, c.unknown), (2, 1, 0));
+        assert!(fine.detail.contains("port 5452"), "{}", fine.detail);
+        // Lost: acknowledged, not there; doubled: there twice; unknown: nobody's.
+        let bad = check_history(&[2, 2, 9], &[1, 2], &[], 0);
+        assert!(!bad.ok);
+        let c = bad.counts.expect("counts");
+        assert_eq!((c.lost, c.doubled, c.unknown), (1, 1, 1));
+        assert!(
+            bad.detail.contains("1 acknowledged commit(s) lost"),
+            "{}",
+            bad.detail
+        );
+        // An ambiguous call that landed twice is doubled.
+        assert!(!check_history(&[3, 3], &[], &[3], 0).ok);
     }
 
     #[test]

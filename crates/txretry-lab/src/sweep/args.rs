@@ -111,25 +111,21 @@ fn parse_worker_list(text: &str) -> Result<WorkerList, String> {
 }
 
 fn parse_policy_list(text: &str) -> Result<PolicyList, String> {
-    let mut presets = Vec::new();
-    for part in text.split(',') {
-        let arg = PolicyArg::from_str(part.trim(), false).map_err(|_| {
-            let names: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
-            format!(
-                "unknown policy {:?}; expected `all` or some of {}, comma-separated",
-                part.trim(),
-                names.join(", ")
-            )
-        })?;
-        presets.extend(Preset::selected(arg));
-    }
-    // The order of `Preset::ALL`, each once, whatever order the list named them in.
-    Ok(PolicyList(
-        Preset::ALL
-            .into_iter()
-            .filter(|p| presets.contains(p))
-            .collect(),
-    ))
+    let args = text
+        .split(',')
+        .map(|part| {
+            PolicyArg::from_str(part.trim(), false).map_err(|_| {
+                let names: Vec<&str> = Preset::every().map(Preset::name).collect();
+                format!(
+                    "unknown policy {:?}; expected `all` or some of {}, comma-separated",
+                    part.trim(),
+                    names.join(", ")
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // The order of `Preset::every()`, each once, whatever order the list named them in.
+    Ok(PolicyList(Preset::selected_list(&args)))
 }
 
 fn parse_repeat(text: &str) -> Result<u32, String> {

@@ -206,6 +206,7 @@ async fn sweep(
             options,
             preset: crate::presets::Preset::Default,
             first_worker: 0,
+            faults: None,
         },
         setup,
         pgbench,

@@ -2,6 +2,7 @@
 //! how it exits. One test binary with a module per topic (linking is the slow part).
 
 mod galera;
+mod ha;
 mod interrupts;
 mod processes;
 mod restarts;
