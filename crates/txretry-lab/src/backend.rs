@@ -137,6 +137,19 @@ async fn postgres_acquiring(
     workers: usize,
     acquire: Duration,
 ) -> Result<Pool<Postgres>, sqlx::Error> {
+    if crate::target::is_multi_host(url) {
+        // sqlx connects to one host: a PrimaryPool follows the one that accepts writes.
+        let hosts = txretry::sqlx::PrimaryPool::hosts(url)
+            .map_err(|e| sqlx::Error::Configuration(Box::new(e)))?
+            .into_iter()
+            .map(|host| host.application_name("txretry-lab"))
+            .collect();
+        let primary =
+            txretry::sqlx::PrimaryPool::connect_hosts(pool_options(workers, acquire), hosts)
+                .await
+                .map_err(|e| sqlx::Error::Configuration(Box::new(e)))?;
+        return Ok(primary.detach());
+    }
     let options = PgConnectOptions::from_str(url)?.application_name("txretry-lab");
     pool_acquiring(options, workers, acquire).await
 }

@@ -26,10 +26,6 @@ pub enum TargetError {
     SqliteNeedsPath,
     /// A scheme the lab does not know (the scheme, when the value has a plausible one).
     Unsupported(Option<String>),
-    /// A Postgres URL naming several hosts (`postgres://u@h1:p1,h2:p2/db?
-    /// target_session_attrs=read-write`): sqlx, which the lab runs on, connects to one
-    /// host only.
-    MultiHost,
 }
 
 impl fmt::Display for TargetError {
@@ -45,10 +41,6 @@ impl fmt::Display for TargetError {
             TargetError::Unsupported(None) => {
                 f.write_str("expected sqlite, sqlite://PATH, postgres://… or mysql://…")
             }
-            TargetError::MultiHost => f.write_str(
-                "a multi-host Postgres URL (h1:p1,h2:p2,…) is not supported: the lab runs on sqlx, which has no multi-host connect; \
-                 use the cluster's proxy URL (HAProxy routing to the leader, e.g. `docker/ha/cluster url` prints it as `proxy:`)",
-            ),
         }
     }
 }
@@ -56,8 +48,8 @@ impl fmt::Display for TargetError {
 impl std::error::Error for TargetError {}
 
 /// Whether a Postgres URL names several hosts: a comma in its host part, or in a `host=`
-/// parameter.
-fn is_multi_host(url: &str) -> bool {
+/// parameter. The lab opens a `PrimaryPool` on such a URL (it follows the primary).
+pub fn is_multi_host(url: &str) -> bool {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let (authority, query) = match rest.find(['/', '?']) {
         Some(end) => (&rest[..end], &rest[end..]),
@@ -87,9 +79,6 @@ impl Target {
             }
             Ok(Target::Sqlite(trimmed.to_owned()))
         } else if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
-            if servers(trimmed).iter().any(|url| is_multi_host(url)) {
-                return Err(TargetError::MultiHost);
-            }
             Ok(Target::Postgres(trimmed.to_owned()))
         } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
             Ok(Target::MySql(trimmed.to_owned()))
@@ -222,21 +211,20 @@ mod tests {
     }
 
     #[test]
-    fn a_multi_host_url_is_refused_with_the_way_out() {
+    fn a_multi_host_url_is_one_postgres_target() {
         for url in [
             "postgres://u:s3cret@127.0.0.1:5441,127.0.0.1:5442,127.0.0.1:5443/test?target_session_attrs=read-write",
             "postgresql://h1,h2/test",
             "postgres:///test?host=h1,h2",
         ] {
-            let err = Target::parse(url).expect_err(url);
-            assert_eq!(err, TargetError::MultiHost);
-            let text = err.to_string();
-            assert!(text.contains("sqlx") && text.contains("proxy"), "{text}");
-            assert!(!text.contains("s3cret"), "{text}");
+            let target = Target::parse(url).expect(url);
+            assert_eq!(target.engine(), "postgres");
+            assert!(is_multi_host(target.raw_url().unwrap()), "{url}");
+            assert!(!target.to_string().contains("s3cret"), "{target}");
         }
-        // One host, a comma elsewhere: fine.
-        assert!(Target::parse("postgres://u@h:5440/test?options=a,b").is_ok());
-        assert!(Target::parse("postgres://u:p,w@h:5440/test").is_ok());
+        // One host, a comma elsewhere: one host.
+        assert!(!is_multi_host("postgres://u@h:5440/test?options=a,b"));
+        assert!(!is_multi_host("postgres://u:p,w@h:5440/test"));
     }
 
     #[test]

@@ -35,7 +35,8 @@ const SEARCH_PAUSE: Duration = Duration::from_millis(50);
 ///
 /// It dereferences to the [`PgPool`]: pass `&primary` wherever a `&PgPool` goes. The
 /// watcher stops when the `PrimaryPool` is dropped (clones of the inner pool taken with
-/// [`pool`](PrimaryPool::pool) then keep the host they have).
+/// [`pool`](PrimaryPool::pool) then keep the host they have), or, after
+/// [`detach`](PrimaryPool::detach), when the pool is closed.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -61,7 +62,8 @@ const SEARCH_PAUSE: Duration = Duration::from_millis(50);
 /// ```
 pub struct PrimaryPool {
     pool: PgPool,
-    watcher: tokio::task::JoinHandle<()>,
+    /// `None` once detached.
+    watcher: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl PrimaryPool {
@@ -76,7 +78,30 @@ impl PrimaryPool {
     /// [`MultiHostError::NoPrimary`] when no host accepted writes within the acquire
     /// timeout.
     pub async fn connect(options: PgPoolOptions, url: &str) -> Result<PrimaryPool, MultiHostError> {
-        let hosts = hosts(url)?;
+        PrimaryPool::connect_hosts(options, PrimaryPool::hosts(url)?).await
+    }
+
+    /// The hosts of a multi-host URL, one `PgConnectOptions` each, to adjust (an
+    /// application name, TLS) before [`connect_hosts`](PrimaryPool::connect_hosts).
+    ///
+    /// # Errors
+    /// [`MultiHostError::Url`] when the URL is not a Postgres URL with at least one host.
+    pub fn hosts(url: &str) -> Result<Vec<PgConnectOptions>, MultiHostError> {
+        hosts(url)
+    }
+
+    /// [`connect`](PrimaryPool::connect) on hosts given one by one, tried in this order.
+    ///
+    /// # Errors
+    /// [`MultiHostError::Url`] when `hosts` is empty; [`MultiHostError::NoPrimary`] when no
+    /// host accepted writes within the acquire timeout.
+    pub async fn connect_hosts(
+        options: PgPoolOptions,
+        hosts: Vec<PgConnectOptions>,
+    ) -> Result<PrimaryPool, MultiHostError> {
+        if hosts.is_empty() {
+            return Err(MultiHostError::Url("no host"));
+        }
         let deadline = tokio::time::Instant::now() + options.get_acquire_timeout();
         let (index, _) = loop {
             if let Some(found) = search(&hosts).await {
@@ -91,11 +116,21 @@ impl PrimaryPool {
             .after_connect(|conn, _| Box::pin(async move { refuse_read_only(conn).await }))
             .connect_lazy_with(hosts[index].clone());
         let watcher = tokio::spawn(watch(pool.clone(), hosts, index));
-        Ok(PrimaryPool { pool, watcher })
+        Ok(PrimaryPool {
+            pool,
+            watcher: Some(watcher),
+        })
     }
 
     /// The pool (a clone of the handle).
     pub fn pool(&self) -> PgPool {
+        self.pool.clone()
+    }
+
+    /// The pool, with the watcher left running until the pool is closed
+    /// ([`PgPool::close`](sqlx::Pool::close)): for code that keeps only a `PgPool`.
+    pub fn detach(mut self) -> PgPool {
+        self.watcher = None;
         self.pool.clone()
     }
 }
@@ -110,7 +145,9 @@ impl Deref for PrimaryPool {
 
 impl Drop for PrimaryPool {
     fn drop(&mut self) {
-        self.watcher.abort();
+        if let Some(watcher) = &self.watcher {
+            watcher.abort();
+        }
     }
 }
 

@@ -5,7 +5,11 @@
 //! and the report has the fault's timeline: a commit on the new primary, the cluster's
 //! own promotion time next to it.
 //!
-//! The cluster comes from `TXRETRY_HA_PROXY_URL` (else `docker/ha/cluster url`), the
+//! Run twice: through the proxy (HAProxy) and through the multi-host URL (the lab then
+//! opens a `PrimaryPool`, which follows the primary itself).
+//!
+//! The cluster comes from `TXRETRY_HA_PROXY_URL` / `TXRETRY_HA_MULTI_HOST_URL` (else
+//! `docker/ha/cluster url`), the
 //! script from `TXRETRY_HA_CLUSTER` (else the repository's); the TXRETRY_HA_* port and
 //! state settings of a non-default cluster reach the script through the environment.
 //! Ignored by the plain test run; with `TXRETRY_REQUIRE_HA=1` a missing cluster fails.
@@ -20,9 +24,10 @@ fn script() -> String {
         .unwrap_or_else(|_| format!("{}/../../docker/ha/cluster", env!("CARGO_MANIFEST_DIR")))
 }
 
-/// The proxy URL, or `None` (after saying SKIPPED) when there is no cluster.
-fn proxy_url(test: &str) -> Option<String> {
-    let url = std::env::var("TXRETRY_HA_PROXY_URL").ok().or_else(|| {
+/// One of the cluster's URLs (`env`, else the `prefix` line of `docker/ha/cluster url`),
+/// or `None` (after saying SKIPPED) when there is no cluster.
+fn cluster_url(test: &str, env: &str, prefix: &str) -> Option<String> {
+    let url = std::env::var(env).ok().or_else(|| {
         let out = Command::new(script())
             .arg("url")
             .stderr(Stdio::null())
@@ -31,13 +36,13 @@ fn proxy_url(test: &str) -> Option<String> {
             .filter(|out| out.status.success())?;
         String::from_utf8_lossy(&out.stdout)
             .lines()
-            .find_map(|l| l.strip_prefix("proxy:"))
+            .find_map(|l| l.strip_prefix(prefix))
             .map(|url| url.trim().to_owned())
     });
     if url.is_none() {
         assert!(
             std::env::var("TXRETRY_REQUIRE_HA").as_deref() != Ok("1"),
-            "{test}: no HA cluster (TXRETRY_REQUIRE_HA=1): run `docker/ha/cluster up` and set TXRETRY_HA_PROXY_URL"
+            "{test}: no HA cluster (TXRETRY_REQUIRE_HA=1): run `docker/ha/cluster up` and set {env}"
         );
         eprintln!("SKIPPED {test}: no HA cluster (docker/ha/cluster up starts one)");
     }
@@ -46,14 +51,29 @@ fn proxy_url(test: &str) -> Option<String> {
 
 #[test]
 #[ignore = "needs the HA cluster: .ci/run starts it"]
-fn a_switchover_mid_run_loses_and_doubles_nothing() {
-    let Some(url) = proxy_url("lab::ha") else {
-        return;
-    };
+fn a_switchover_mid_run_through_the_proxy_loses_and_doubles_nothing() {
+    if let Some(url) = cluster_url("lab::ha::proxy", "TXRETRY_HA_PROXY_URL", "proxy:") {
+        switchover_mid_run(&url);
+    }
+}
+
+#[test]
+#[ignore = "needs the HA cluster: .ci/run starts it"]
+fn a_switchover_mid_run_through_a_multi_host_url_loses_and_doubles_nothing() {
+    if let Some(url) = cluster_url(
+        "lab::ha::multi_host",
+        "TXRETRY_HA_MULTI_HOST_URL",
+        "multi-host:",
+    ) {
+        switchover_mid_run(&url);
+    }
+}
+
+fn switchover_mid_run(url: &str) {
     let cluster = script();
     let args = [
         "--db",
-        &url,
+        url,
         "--workload",
         "history",
         "--policy",
