@@ -11,10 +11,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use serde_json::json;
 use txretry_tool::{BoxError, Caller, InvokeError, Toolbox};
 
-// The toolbox itself is shared with the `txretry-mcp-orders` MCP server.
-#[allow(dead_code)] // the server uses more of it
-#[path = "shared/orders/mod.rs"]
-mod orders;
+// The toolbox itself is the `txretry-mcp-orders` MCP server's.
+use txretry_mcp_orders::orders;
 
 fn toolbox(orders: &orders::Orders, retries: Arc<AtomicU32>) -> Result<Toolbox, BoxError> {
     let builder = Toolbox::builder()

@@ -1,264 +1,21 @@
-//! The toolbox: registered tools, their effective policies, and the gate that decides what a
-//! caller is offered and may invoke.
+//! Building a toolbox: checking the names and lists, and resolving each tool's effective
+//! policy (the tool's, the toolbox's or the default, then the config's keys, then the hooks).
 
 use std::collections::HashMap;
-use std::error::Error;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
 
-use txretry_core::{GiveUpEvent, PolicyError, RetryEvent, RetryPolicy};
+use txretry_core::{GiveUpEvent, RetryEvent, RetryPolicy};
 
+use super::names::Names;
+use super::registry::{Entry, Registry};
+use super::{BuildError, Toolbox};
 use crate::Once;
 use crate::config::{ConfigError, ToolConfig, ToolboxConfig};
-use crate::tool::{OnceSetting, PrepareFn, Tool, ToolDescriptor};
+use crate::tool::{OnceSetting, Tool};
 
 type RetryHook = Arc<dyn Fn(&RetryEvent<'_>) + Send + Sync>;
 type GiveUpHook = Arc<dyn Fn(&GiveUpEvent<'_>) + Send + Sync>;
-
-/// Who is asking: the caller's roles, and optionally the persona and the agent it speaks
-/// as. The toolbox offers it the tools that pass all three layers (see
-/// [`Toolbox::offered`]).
-///
-/// ```
-/// use txretry_tool::Caller;
-///
-/// let caller = Caller::new(["support"]).persona("refunds").agent("helpdesk");
-/// assert_eq!(caller.roles(), ["support"]);
-/// assert_eq!(caller.get_persona(), Some("refunds"));
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Caller {
-    roles: Vec<String>,
-    persona: Option<String>,
-    agent: Option<String>,
-}
-
-impl Caller {
-    /// A caller with these roles, no persona and no agent.
-    pub fn new<I>(roles: I) -> Self
-    where
-        I: IntoIterator,
-        I::Item: Into<String>,
-    {
-        Caller {
-            roles: roles.into_iter().map(Into::into).collect(),
-            persona: None,
-            agent: None,
-        }
-    }
-
-    /// Speaks as this persona: only the tools on the persona's allow-list are offered. An
-    /// unknown persona is offered nothing.
-    #[must_use]
-    pub fn persona(mut self, persona: impl Into<String>) -> Self {
-        self.persona = Some(persona.into());
-        self
-    }
-
-    /// Runs as this agent: only the tools on the agent's list are offered. An unknown
-    /// agent is offered nothing.
-    #[must_use]
-    pub fn agent(mut self, agent: impl Into<String>) -> Self {
-        self.agent = Some(agent.into());
-        self
-    }
-
-    /// The caller's roles.
-    pub fn roles(&self) -> &[String] {
-        &self.roles
-    }
-
-    /// The persona, if any.
-    pub fn get_persona(&self) -> Option<&str> {
-        self.persona.as_deref()
-    }
-
-    /// The agent, if any.
-    pub fn get_agent(&self) -> Option<&str> {
-        self.agent.as_deref()
-    }
-}
-
-/// Maps keyed by the names the code registered (tools, personas, agents), looked up with
-/// the names callers send. FNV-1a instead of SipHash: a lookup costs a few nanoseconds,
-/// and hash flooding needs attacker-chosen *keys*, which these maps never hold.
-type Names<V> = HashMap<String, V, BuildHasherDefault<Fnv>>;
-
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
-
-/// A registered tool with everything resolved at build time.
-pub(crate) struct Entry {
-    pub(crate) descriptor: ToolDescriptor,
-    roles: Option<Box<[String]>>,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) prepare: Box<PrepareFn>,
-    /// The effective policy with the toolbox's hooks: the invocation loop runs under it.
-    pub(crate) loop_policy: RetryPolicy,
-    /// The same, with a no-op give-up hook: handed to the handler (the invocation reports
-    /// the give-up once, itself).
-    pub(crate) handler_policy: RetryPolicy,
-    pub(crate) level: &'static str,
-    /// Exactly once: how keys are made and where calls are recorded.
-    pub(crate) once: Option<Once>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) tools: Vec<Entry>,
-    index: Names<usize>,
-    /// Per persona, per tool index: allowed.
-    personas: Names<Box<[bool]>>,
-    agents: Names<Box<[bool]>>,
-}
-
-impl Inner {
-    /// The tool's index, if it exists and passes the gate for `caller`: registered ∩ the
-    /// caller's roles ∩ the persona's list ∩ the agent's list. Unknown and not offered
-    /// are the same `None`.
-    pub(crate) fn gate(&self, caller: &Caller, name: &str) -> Option<usize> {
-        let index = *self.index.get(name)?;
-        self.allows(caller, index).then_some(index)
-    }
-
-    pub(crate) fn allows(&self, caller: &Caller, index: usize) -> bool {
-        let entry = &self.tools[index];
-        if let Some(roles) = &entry.roles
-            && !roles.iter().any(|role| caller.roles.contains(role))
-        {
-            return false;
-        }
-        let listed = |lists: &Names<Box<[bool]>>, name: &Option<String>| match name {
-            None => true,
-            Some(name) => lists.get(name).is_some_and(|allowed| allowed[index]),
-        };
-        listed(&self.personas, &caller.persona) && listed(&self.agents, &caller.agent)
-    }
-}
-
-/// A set of tools, the agent-level policy and hooks, and the persona and agent allow-lists.
-/// Build it once with [`Toolbox::builder`]; it is immutable, cheap to clone (an `Arc`) and
-/// `Send + Sync`.
-///
-/// - [`offered`](Toolbox::offered) lists what a [`Caller`] may use;
-/// - [`invoke`](Toolbox::invoke) runs one tool call: the gate before every attempt, the
-///   arguments checked before the first, one retry budget for the whole call.
-///
-/// ```
-/// use schemars::JsonSchema;
-/// use serde::Deserialize;
-/// use txretry_core::RetryPolicy;
-/// use txretry_tool::{BoxError, Caller, InvokeError, Tool, ToolContext, Toolbox};
-///
-/// #[derive(Deserialize, JsonSchema)]
-/// struct CancelOrder {
-///     order_id: i64,
-/// }
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let toolbox = Toolbox::builder()
-///     .policy(RetryPolicy::builder().max_attempts(3).build()?)
-///     .on_retry(|e| eprintln!("{:?} retried after attempt {}", e.tool, e.attempt))
-///     .tool(
-///         Tool::new("cancel_order", "Cancel an open order.", |ctx: ToolContext, args: CancelOrder| async move {
-///             // A real handler runs its transaction with the invocation's policy:
-///             //   txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| { … }).await?;
-///             assert_eq!(ctx.policy().max_attempts(), 3);
-///             if args.order_id != 42 {
-///                 return Err::<String, BoxError>("order not found".into());
-///             }
-///             Ok(format!("order {} cancelled", args.order_id))
-///         })
-///         .roles(["support"]),
-///     )
-///     .persona("refunds", ["cancel_order"])
-///     .build()?;
-///
-/// let support = Caller::new(["support"]).persona("refunds");
-/// assert_eq!(toolbox.offered(&support).len(), 1);
-/// assert!(toolbox.offered(&Caller::new(["sales"])).is_empty());
-///
-/// let out = toolbox.invoke(&support, "cancel_order", serde_json::json!({"order_id": 42}), "call-1").await?;
-/// assert_eq!(out, "order 42 cancelled");
-///
-/// // A business error surfaces once, as the handler said it.
-/// let err = toolbox.invoke(&support, "cancel_order", serde_json::json!({"order_id": 7}), "call-2").await.unwrap_err();
-/// assert_eq!(err.to_string(), "cancel_order: order not found");
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Clone)]
-pub struct Toolbox {
-    pub(crate) inner: Arc<Inner>,
-}
-
-impl Toolbox {
-    /// A builder with no tools, no policy (tools without one then use
-    /// `RetryPolicy::default()`), no hooks and no lists.
-    pub fn builder() -> ToolboxBuilder {
-        ToolboxBuilder::default()
-    }
-
-    /// The tools `caller` may use, in registration order: every registered tool that
-    /// passes all three layers of the gate.
-    ///
-    /// - **roles**: a tool with a role list needs one of the caller's roles;
-    /// - **persona**: when the caller names a persona, only the tools on its list;
-    /// - **agent**: when the caller names an agent, only the tools on its list.
-    ///
-    /// An absent list does not restrict its layer; an empty list allows nothing; a persona
-    /// or agent the toolbox does not know allows nothing (fail-closed).
-    pub fn offered(&self, caller: &Caller) -> Vec<&ToolDescriptor> {
-        let inner = &*self.inner;
-        (0..inner.tools.len())
-            .filter(|&index| inner.allows(caller, index))
-            .map(|index| &inner.tools[index].descriptor)
-            .collect()
-    }
-
-    /// How many tools are registered.
-    pub fn len(&self) -> usize {
-        self.inner.tools.len()
-    }
-
-    /// Whether no tool is registered.
-    pub fn is_empty(&self) -> bool {
-        self.inner.tools.is_empty()
-    }
-}
-
-impl fmt::Debug for Toolbox {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = self
-            .inner
-            .tools
-            .iter()
-            .map(|e| e.descriptor.name.as_str())
-            .collect();
-        f.debug_struct("Toolbox")
-            .field("tools", &names)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Builds a [`Toolbox`]. Every setting is checked by [`build`](ToolboxBuilder::build).
 #[derive(Default)]
@@ -509,7 +266,7 @@ impl ToolboxBuilder {
                 OnceSetting::Toolbox | OnceSetting::Off => None,
             };
             descriptor.once = once.is_some();
-            let (loop_policy, handler_policy) = derive(&effective, &hooks)?;
+            let (loop_policy, handler_policy) = loop_and_handler_policies(&effective, &hooks)?;
             tools.push(Entry {
                 descriptor,
                 roles: roles.map(Vec::into_boxed_slice),
@@ -522,7 +279,7 @@ impl ToolboxBuilder {
             });
         }
         Ok(Toolbox {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Registry {
                 tools,
                 index,
                 personas,
@@ -549,7 +306,7 @@ impl fmt::Debug for ToolboxBuilder {
 
 /// The policy the invocation loop runs under (with the toolbox's hooks) and the one handed
 /// to the handler (the same, its give-up hook silenced).
-fn derive(
+fn loop_and_handler_policies(
     effective: &RetryPolicy,
     (on_retry, on_give_up): &(Option<RetryHook>, Option<GiveUpHook>),
 ) -> Result<(RetryPolicy, RetryPolicy), BuildError> {
@@ -576,74 +333,4 @@ fn valid_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// Why [`ToolboxBuilder::build`] refused the settings.
-#[non_exhaustive]
-#[derive(Debug)]
-pub enum BuildError {
-    /// Two tools have this name.
-    DuplicateTool(String),
-    /// A tool name is empty, longer than 64 characters, or has a character other than
-    /// ASCII letters, digits, `_` and `-`.
-    InvalidToolName(String),
-    /// A persona or agent list names a tool that is not registered.
-    UnknownTool {
-        /// The list, e.g. `persona "refunds"`.
-        list: String,
-        /// The tool it names.
-        tool: String,
-    },
-    /// Two persona lists (or two agent lists) have the same name.
-    DuplicateList {
-        /// `"persona"` or `"agent"`.
-        kind: &'static str,
-        /// The name.
-        name: String,
-    },
-    /// The config is invalid for these tools (it names an unknown tool, or a value does not
-    /// fit the policy it is layered over).
-    Config(ConfigError),
-    /// A policy could not be rebuilt with the toolbox's hooks.
-    Policy(PolicyError),
-    /// A tool declared [`once`](Tool::once) cannot be: it is blocking, or read-only.
-    OnceNotAllowed {
-        /// The tool.
-        tool: String,
-        /// Why.
-        reason: &'static str,
-    },
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::DuplicateTool(name) => write!(f, "two tools are named {name:?}"),
-            BuildError::InvalidToolName(name) => write!(
-                f,
-                "invalid tool name {name:?}: use 1 to 64 ASCII letters, digits, '_' or '-'"
-            ),
-            BuildError::UnknownTool { list, tool } => {
-                write!(f, "{list} names {tool:?}, which is not a registered tool")
-            }
-            BuildError::DuplicateList { kind, name } => {
-                write!(f, "two {kind} lists are named {name:?}")
-            }
-            BuildError::Config(e) => fmt::Display::fmt(e, f),
-            BuildError::Policy(e) => fmt::Display::fmt(e, f),
-            BuildError::OnceNotAllowed { tool, reason } => {
-                write!(f, "tool {tool:?} cannot be once: {reason}")
-            }
-        }
-    }
-}
-
-impl Error for BuildError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            BuildError::Config(e) => Some(e),
-            BuildError::Policy(e) => Some(e),
-            _ => None,
-        }
-    }
 }

@@ -1,5 +1,6 @@
 //! The orders toolbox — `get_order`, `cancel_order`, `transfer` — on SQLite, Postgres or
-//! MySQL/MariaDB, shared by `examples/orders.rs` and the `txretry-mcp-orders` MCP server.
+//! MySQL/MariaDB, served by the `txretry-mcp-orders` MCP server and run by txretry-tool's
+//! `orders` example.
 //!
 //! - `cancel_order` (role `support`) cancels an open order and refunds it: the shop's account
 //!   pays the customer's, and both movements go into the ledger with the call's id;

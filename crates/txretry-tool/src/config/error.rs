@@ -1,0 +1,81 @@
+//! A config that could not be used, and the field it is about.
+
+/// What was wrong with a config.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigErrorKind {
+    /// An unknown key, a value of the wrong type or out of range, unreadable text.
+    Invalid,
+    /// A `tools.<name>` section names a tool the toolbox does not have.
+    UnknownTool,
+}
+
+/// A config that could not be used, with the field it is about.
+///
+/// ```
+/// use txretry_tool::ToolboxConfig;
+///
+/// let err = ToolboxConfig::from_json(r#"{ "agent": { "jitter": 2 } }"#).unwrap_err();
+/// assert_eq!(err.field(), "agent.jitter");
+/// assert!(err.to_string().starts_with("agent.jitter: "));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", heading(.field))]
+pub struct ConfigError {
+    kind: ConfigErrorKind,
+    field: String,
+    message: String,
+}
+
+impl ConfigError {
+    pub(super) fn new(kind: ConfigErrorKind, field: String, message: String) -> Self {
+        ConfigError {
+            kind,
+            field,
+            message,
+        }
+    }
+
+    pub(super) fn invalid(prefix: &str, key: &str, message: impl Into<String>) -> Self {
+        let field = match (prefix.is_empty(), key.is_empty()) {
+            (true, _) => key.to_owned(),
+            (false, true) => prefix.to_owned(),
+            (false, false) => format!("{prefix}.{key}"),
+        };
+        ConfigError::new(ConfigErrorKind::Invalid, field, message.into())
+    }
+
+    pub(crate) fn unknown_tool(name: &str) -> Self {
+        ConfigError::new(
+            ConfigErrorKind::UnknownTool,
+            format!("tools.{name}"),
+            "no tool of this name is registered".to_owned(),
+        )
+    }
+
+    /// What kind of problem it is.
+    pub fn kind(&self) -> ConfigErrorKind {
+        self.kind
+    }
+
+    /// The field's path, such as `tools.transfer.initial_delay` (empty when the text itself
+    /// could not be read).
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// What is wrong with it.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// What a [`ConfigError`]'s message follows: the field, or `invalid config` when the text
+/// itself could not be read.
+fn heading(field: &str) -> &str {
+    if field.is_empty() {
+        "invalid config"
+    } else {
+        field
+    }
+}

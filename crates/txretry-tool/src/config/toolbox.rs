@@ -1,0 +1,102 @@
+//! A toolbox's config file: the `agent` policy and the `tools` table.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::Deserializer;
+use txretry_core::RetryPolicy;
+
+use super::{ConfigError, ConfigErrorKind, PolicyConfig, ToolConfig};
+
+/// A toolbox's settings in a config file: an optional `agent` policy and a `tools` table,
+/// applied with [`ToolboxBuilder::config`](crate::ToolboxBuilder::config).
+///
+/// ```toml
+/// [agent]
+/// max_attempts = 3
+/// initial_delay = "100ms"
+/// backoff = "exponential"
+/// jitter = "full"
+///
+/// [tools.transfer]
+/// max_attempts = 5
+/// timeout = "2s"
+///
+/// [tools.get_order]
+/// idempotent = true
+/// ```
+///
+/// Read it with [`from_deserializer`](ToolboxConfig::from_deserializer) to get errors
+/// that name the field's full path (`tools.transfer.timeout`); it also implements
+/// `Deserialize` for embedding in your own config type.
+///
+/// ```
+/// use txretry_tool::ToolboxConfig;
+///
+/// let err = ToolboxConfig::from_json(r#"{ "tools": { "transfer": { "max_attempt": 5 } } }"#).unwrap_err();
+/// assert_eq!(err.field(), "tools.transfer.max_attempt");
+/// let err = ToolboxConfig::from_json(r#"{ "agent": { "initial_delay": "150" } }"#).unwrap_err();
+/// assert_eq!(err.field(), "agent.initial_delay");
+/// ```
+#[non_exhaustive]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolboxConfig {
+    /// The toolbox's (agent-level) policy.
+    pub agent: Option<PolicyConfig>,
+    /// Per tool, by name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolConfig>,
+}
+
+impl ToolboxConfig {
+    /// Reads a config from any serde deserializer (`toml::Deserializer::parse(text)?`,
+    /// `&mut serde_json::Deserializer::from_str(text)`, `serde_yaml::Deserializer::from_str(text)`)
+    /// and checks its values. Errors name the field's full path.
+    pub fn from_deserializer<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<ToolboxConfig, ConfigError> {
+        let config: ToolboxConfig =
+            serde_path_to_error::deserialize(deserializer).map_err(|error| {
+                let field = error.path().to_string();
+                ConfigError::new(
+                    ConfigErrorKind::Invalid,
+                    if field == "." { String::new() } else { field },
+                    error.into_inner().to_string(),
+                )
+            })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads a config from JSON text.
+    pub fn from_json(text: &str) -> Result<ToolboxConfig, ConfigError> {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let config = ToolboxConfig::from_deserializer(&mut deserializer)?;
+        deserializer.end().map_err(|e| {
+            ConfigError::new(ConfigErrorKind::Invalid, String::new(), e.to_string())
+        })?;
+        Ok(config)
+    }
+
+    /// Checks every value on its own (against the defaults); what depends on the tools is
+    /// checked when the toolbox is built.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(agent) = &self.agent {
+            agent.build_on(&RetryPolicy::default(), "agent")?;
+        }
+        for (name, tool) in &self.tools {
+            let field = format!("tools.{name}");
+            tool.policy().build_on(&RetryPolicy::default(), &field)?;
+            if tool.timeout == Some(Duration::ZERO) {
+                return Err(ConfigError::invalid(
+                    &field,
+                    "timeout",
+                    "must be longer than zero",
+                ));
+            }
+        }
+        Ok(())
+    }
+}

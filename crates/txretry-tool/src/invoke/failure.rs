@@ -1,0 +1,159 @@
+//! A tool call that failed after its handler ran: what the model is told, and what is kept
+//! for logs.
+
+use std::error::Error;
+use std::fmt;
+
+use txretry_core::{Outcome, StopReason, TransientKind, Verdict};
+
+use super::interrupted::NO_ERROR;
+use super::run::AttemptEnd;
+use super::{FailureKind, ToolAttempt};
+#[cfg(doc)]
+use crate::ToolContext;
+
+/// A tool call that failed after its handler ran: the kind, every attempt's error and
+/// verdict, and the invocation loop's [`Outcome`].
+///
+/// Its `Display` is short and meant for the model: the tool, what happened, how many
+/// attempts, and for a business failure the handler's own message. Driver errors of
+/// transient failures are not shown (they are in [`attempts`](ToolFailure::attempts) and
+/// in `source()`, for logs).
+#[derive(Debug)]
+pub struct ToolFailure {
+    tool: String,
+    kind: FailureKind,
+    attempts: Vec<ToolAttempt>,
+    outcome: Outcome,
+    retries: u32,
+    /// The tool is `once`: a repeated call with the same key is safe.
+    pub(super) once: bool,
+}
+
+impl ToolFailure {
+    pub(super) fn new(
+        tool: &str,
+        attempts: Vec<ToolAttempt>,
+        outcome: Outcome,
+        retries: u32,
+    ) -> Self {
+        let last = attempts.last().map_or(AttemptEnd::Returned, |a| a.end);
+        let kind = match (last, outcome.verdict()) {
+            (AttemptEnd::Panicked, _) => FailureKind::Panicked,
+            (AttemptEnd::TimedOut, _) => FailureKind::TimedOut,
+            (_, Verdict::Permanent) => FailureKind::Business,
+            (_, Verdict::Ambiguous) => FailureKind::Ambiguous,
+            _ => match outcome.stop_reason() {
+                StopReason::NotRestartable => FailureKind::NotRestartable,
+                StopReason::NotRetryable => FailureKind::NotRetried,
+                _ => FailureKind::RetriesExhausted,
+            },
+        };
+        ToolFailure {
+            tool: tool.to_owned(),
+            kind,
+            attempts,
+            outcome,
+            retries,
+            once: false,
+        }
+    }
+
+    /// The tool.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// What kind of failure it is.
+    pub fn kind(&self) -> FailureKind {
+        self.kind
+    }
+
+    /// Every run of the handler, first to last, each with its error.
+    pub fn attempts(&self) -> &[ToolAttempt] {
+        &self.attempts
+    }
+
+    /// The attempts, owned.
+    pub fn into_attempts(self) -> Vec<ToolAttempt> {
+        self.attempts
+    }
+
+    /// The last attempt's error: the one the call failed with.
+    pub fn last_error(&self) -> &(dyn Error + Send + Sync + 'static) {
+        match self.attempts.last() {
+            Some(attempt) => attempt.error(),
+            None => &NO_ERROR,
+        }
+    }
+
+    /// The invocation loop's outcome: one history entry per run of the handler, and why it
+    /// stopped.
+    pub fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+
+    /// Retries made during the call by every loop in it (the invocation's and the runners'
+    /// under [`ToolContext::policy`]): attempts of the failing work beyond the first.
+    pub fn retries(&self) -> u32 {
+        self.retries
+    }
+
+    /// Whether something committed in the last attempt.
+    pub fn committed(&self) -> bool {
+        self.attempts.last().is_some_and(|a| a.committed)
+    }
+}
+
+impl fmt::Display for ToolFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tool = &self.tool;
+        let tries = self.retries.saturating_add(1);
+        let s = if tries == 1 { "" } else { "s" };
+        let kind = self
+            .outcome
+            .verdict()
+            .kind()
+            .map_or("temporary failure", TransientKind::as_str);
+        match self.kind {
+            FailureKind::Business => write!(f, "{tool}: {}", self.last_error()),
+            FailureKind::RetriesExhausted => write!(
+                f,
+                "{tool}: still failing after {tries} attempt{s} ({kind}); nothing was committed, try again later"
+            ),
+            FailureKind::NotRetried => write!(
+                f,
+                "{tool}: temporary database failure ({kind}); nothing was committed, try again later"
+            ),
+            FailureKind::Ambiguous | FailureKind::TimedOut if self.once => write!(
+                f,
+                "{tool}: could not confirm the outcome after {tries} attempt{s}; calling again with the same key is safe: it returns the outcome if the change was made, or makes it"
+            ),
+            FailureKind::Ambiguous => write!(
+                f,
+                "{tool}: the connection failed while committing; the change may or may not have been made, check before trying again"
+            ),
+            FailureKind::TimedOut => write!(
+                f,
+                "{tool}: timed out after {tries} attempt{s}; it may or may not have taken effect, check before trying again"
+            ),
+            FailureKind::NotRestartable if self.committed() => write!(
+                f,
+                "{tool}: failed ({kind}) after part of its work was committed; it was not run again, check its effects before trying again"
+            ),
+            FailureKind::NotRestartable => write!(
+                f,
+                "{tool}: failed ({kind}); this tool is not run again automatically, nothing was committed"
+            ),
+            FailureKind::Panicked => write!(f, "{tool}: internal error in the tool"),
+        }
+    }
+}
+
+impl Error for ToolFailure {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.attempts
+            .last()
+            .map(|a| &*a.error as &(dyn Error + 'static))
+    }
+}

@@ -1,0 +1,129 @@
+//! One run of a `once` tool's handler, and what its `ToolContext::once` did.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use txretry_core::Scope;
+
+use super::{Once, OnceRefused};
+
+/// How a run's `once` transaction ended, as the invocation loop reads it.
+const NOTHING: u8 = 0;
+const OUTPUT: u8 = 1;
+const BUSINESS: u8 = 2;
+
+/// One run of a `once` tool's handler: its key, and what its `ToolContext::once` did (read
+/// by the invocation loop when the run ends).
+pub(crate) struct OnceRun {
+    pub(crate) once: Once,
+    pub(crate) key: Arc<str>,
+    scope: Scope,
+    /// The scope's commit count when the run began.
+    successes_at_start: u32,
+    began: AtomicBool,
+    /// NOTHING, OUTPUT or BUSINESS: the once transaction committed with this outcome
+    /// (recorded now, or replayed).
+    ended: AtomicU8,
+    refused: Mutex<Option<OnceRefused>>,
+}
+
+impl OnceRun {
+    pub(crate) fn new(once: Once, key: Arc<str>, scope: &Scope) -> Self {
+        OnceRun {
+            once,
+            key,
+            scope: scope.clone(),
+            successes_at_start: scope.successes(),
+            began: AtomicBool::new(false),
+            ended: AtomicU8::new(NOTHING),
+            refused: Mutex::new(None),
+        }
+    }
+
+    /// Called when `ToolContext::once` starts: `Err` when it must not.
+    #[cfg_attr(
+        not(any(
+            feature = "sqlx-postgres",
+            feature = "sqlx-mysql",
+            feature = "sqlx-sqlite"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn begin(&self) -> Result<(), OnceRefused> {
+        let refused = if self.began.swap(true, Ordering::AcqRel) {
+            Some(OnceRefused::SecondTransaction)
+        } else {
+            match self.commits_so_far() {
+                0 => None,
+                transactions => Some(OnceRefused::CommittedOutside { transactions }),
+            }
+        };
+        match refused {
+            None => Ok(()),
+            Some(refused) => {
+                self.refuse(refused.clone());
+                Err(refused)
+            }
+        }
+    }
+
+    /// Called when the once transaction committed with a recorded output (`business ==
+    /// false`) or business error.
+    #[cfg_attr(
+        not(any(
+            feature = "sqlx-postgres",
+            feature = "sqlx-mysql",
+            feature = "sqlx-sqlite"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn ended(&self, business: bool) {
+        self.ended
+            .store(if business { BUSINESS } else { OUTPUT }, Ordering::Release);
+    }
+
+    fn refuse(&self, refused: OnceRefused) {
+        let mut slot = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(refused);
+        }
+    }
+
+    fn commits_so_far(&self) -> u32 {
+        self.scope
+            .successes()
+            .saturating_sub(self.successes_at_start)
+    }
+
+    /// After the run: the refusal it earned, if any.
+    pub(crate) fn verdict(&self) -> Option<OnceRefused> {
+        if let Some(refused) = self
+            .refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            return Some(refused);
+        }
+        let ours = u32::from(self.ended.load(Ordering::Acquire) != NOTHING);
+        match self.commits_so_far().saturating_sub(ours) {
+            0 => None,
+            transactions => Some(OnceRefused::CommittedOutside { transactions }),
+        }
+    }
+
+    /// Whether the run's once transaction recorded (or replayed) a business error.
+    pub(crate) fn business(&self) -> bool {
+        self.ended.load(Ordering::Acquire) == BUSINESS
+    }
+}
+
+impl fmt::Debug for OnceRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OnceRun")
+            .field("table", &self.once.table_name())
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
