@@ -39,6 +39,32 @@ enum Route {
     MultiHost,
 }
 
+/// The transaction ran again on another node, the one that leads now, and only lost
+/// sessions were retried; both its rows are there once. Drops the table.
+async fn ran_again_once_on_the_leader(
+    cluster: &Cluster,
+    t: &str,
+    ports: &[i32],
+    seen: &txretry_testkit::record::Seen,
+) {
+    let last = *ports.last().expect("an attempt");
+    assert!(ports.len() >= 2, "{ports:?}");
+    assert_ne!(ports[0], last, "ran again on another node");
+    only_lost_sessions(seen);
+    let leader = cluster.leader_conn().await;
+    assert_eq!(
+        count(&leader, &format!("SELECT count(*) FROM {t}")).await,
+        2,
+        "both rows, once"
+    );
+    assert_eq!(
+        i32::from(cluster.leader().await.1),
+        last,
+        "committed on the leader"
+    );
+    drop_tables(&leader, &[t]).await;
+}
+
 async fn sqlx_body(fault: Kind, route: Route) {
     let Some(cluster) = cluster("ha::body::sqlx").await else {
         return;
@@ -74,25 +100,7 @@ async fn sqlx_body(fault: Kind, route: Route) {
     .await
     .expect("the transaction commits on the new primary");
 
-    assert!(ports.len() >= 2, "{ports:?}");
-    assert_ne!(
-        ports[0],
-        *ports.last().unwrap(),
-        "ran again on another node"
-    );
-    only_lost_sessions(&seen);
-    let leader = cluster.leader_conn().await;
-    assert_eq!(
-        count(&leader, &format!("SELECT count(*) FROM {t}")).await,
-        2,
-        "both rows, once"
-    );
-    assert_eq!(
-        cluster.leader().await.1 as i32,
-        *ports.last().unwrap(),
-        "committed on the leader"
-    );
-    drop_tables(&leader, &[&t]).await;
+    ran_again_once_on_the_leader(&cluster, &t, &ports, &seen).await;
 }
 
 async fn tokio_postgres_body(fault: Kind) {
@@ -120,20 +128,7 @@ async fn tokio_postgres_body(fault: Kind) {
     .await
     .expect("the transaction commits on the new primary");
 
-    assert!(ports.len() >= 2, "{ports:?}");
-    assert_ne!(
-        ports[0],
-        *ports.last().unwrap(),
-        "ran again on another node"
-    );
-    only_lost_sessions(&seen);
-    let leader = cluster.leader_conn().await;
-    assert_eq!(
-        count(&leader, &format!("SELECT count(*) FROM {t}")).await,
-        2,
-        "both rows, once"
-    );
-    drop_tables(&leader, &[&t]).await;
+    ran_again_once_on_the_leader(&cluster, &t, &ports, &seen).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
