@@ -15,4 +15,5 @@ mod commit;
 mod durability;
 mod history;
 mod once;
+mod standby;
 mod wrong_node;
