@@ -61,7 +61,7 @@ impl Jitter {
     /// on exactly the cap, in lockstep.
     pub(crate) fn apply(self, delay: Duration, cap: Option<Duration>, unit: f64) -> Duration {
         let d = delay.as_secs_f64();
-        match self {
+        let jittered = match self {
             Jitter::None => delay,
             Jitter::Full => seconds(d * unit),
             Jitter::Proportional(f) => {
@@ -70,7 +70,10 @@ impl Jitter {
                 let high = cap.map_or(high, |cap| high.min(cap.as_secs_f64()));
                 seconds(low + (high - low) * unit)
             }
-        }
+        };
+        // The arithmetic is in f64 seconds: for caps of about 1e7 s and up, the round trip
+        // back to a Duration can land a few nanoseconds above the cap.
+        cap.map_or(jittered, |cap| jittered.min(cap))
     }
 }
 
