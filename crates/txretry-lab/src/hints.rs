@@ -180,7 +180,7 @@ mod tests {
         let mut tally = Tally {
             committed: 10,
             attempts: 10 + failed + retries,
-            latencies_us: vec![p50_us; 10],
+            latencies: std::iter::repeat_n(p50_us, 10).collect(),
             ..Tally::default()
         };
         for _ in 0..failed {

@@ -41,7 +41,7 @@ mod tests {
             tally: Tally {
                 committed: 2,
                 attempts: 3,
-                latencies_us: vec![1500, 2500],
+                latencies: [1500, 2500].into_iter().collect(),
                 ..Tally::default()
             },
             retries,

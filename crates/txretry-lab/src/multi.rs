@@ -10,10 +10,10 @@
 //! 2. once every child is ready, the parent writes `go` to each, so they start together;
 //! 3. the child runs until its duration is up (or until the parent writes `stop`, or
 //!    closes its stdin: the parent is gone), then prints one line of JSON, a
-//!    [`ChildReport`] with its counts and its raw samples, and exits 0.
+//!    [`ChildReport`] with its counts and its latency histogram, and exits 0.
 //!
 //! The parent merges the reports ([`aggregate`]: sums, and percentiles computed over every
-//! child's latency samples together, never averaged), checks the invariant once against
+//! child's latency histograms merged, never averaged), checks the invariant once against
 //! every commit of every child, and drops the tables.
 //!
 //! Children run in a process group of their own (Unix), so a Ctrl-C typed at the terminal
@@ -46,7 +46,7 @@ use crate::lab::Fatal;
 use crate::presets::Preset;
 use crate::progress::Progress;
 use crate::run::{Measured, RunResult, RunSpec, drive};
-use crate::stats::{RetryCounter, Tally};
+use crate::stats::{Latencies, RetryCounter, Tally};
 use crate::target::Target;
 use crate::workload::{Invariant, Schema};
 
@@ -98,8 +98,9 @@ pub struct ChildReport {
     pub elapsed_us: u64,
     /// Whether a stop request cut it short.
     pub interrupted: bool,
-    /// Latency of each commit, microseconds (raw, so the parent's percentiles are exact).
-    pub latencies_us: Vec<u64>,
+    /// Latency of each commit, microseconds, as a histogram (base64 of its V2 encoding):
+    /// the parent merges the children's and takes percentiles over all of them.
+    pub latencies: Latencies,
     /// One key per commit, for the invariant check (transfer ids or row ids).
     pub committed_keys: Vec<i64>,
     /// One key per transaction whose COMMIT may have landed.
@@ -127,7 +128,7 @@ impl ChildReport {
             ),
             elapsed_us: micros(measured.elapsed),
             interrupted: measured.interrupted,
-            latencies_us: t.latencies_us,
+            latencies: t.latencies,
             committed_keys: t.committed_keys,
             maybe_committed_keys: t.maybe_committed_keys,
         }
@@ -153,8 +154,8 @@ pub struct Aggregate {
     pub committed_by_process: Vec<u64>,
 }
 
-/// Merges the children's reports: counts add up, latency samples and committed keys are
-/// pooled (percentiles are then computed over all of them, not averaged), and the elapsed
+/// Merges the children's reports: counts add up, latency histograms merge and committed keys
+/// are pooled (percentiles are then computed over all of them, not averaged), and the elapsed
 /// time is the span from the first child's start to the last one's end, by the wall
 /// clock they share (or the longest child's own time, should the clock have been stepped
 /// meanwhile: a span shorter than that, or over twice it).
@@ -178,7 +179,7 @@ pub fn aggregate(reports: Vec<ChildReport>) -> Result<Aggregate, String> {
             failed_by_kind: r.failed_by_kind,
             first_errors: r.first_errors,
             attempts: r.attempts,
-            latencies_us: r.latencies_us,
+            latencies: r.latencies,
             committed_keys: r.committed_keys,
             maybe_committed_keys: r.maybe_committed_keys,
             // Only a `--fault` run (one process) uses them.
@@ -671,7 +672,7 @@ mod tests {
             started_unix_us: start,
             elapsed_us: elapsed,
             interrupted: false,
-            latencies_us: latencies,
+            latencies: latencies.into_iter().collect(),
             committed_keys: keys,
             maybe_committed_keys: Vec::new(),
         }
@@ -712,8 +713,7 @@ mod tests {
         assert_eq!(all.elapsed, Duration::from_micros(5_010_000));
         assert_eq!(t.committed_keys.len(), 5);
         // Percentiles over every sample together, not the average of each child's.
-        let mut samples = t.latencies_us.clone();
-        let p = crate::stats::Percentiles::of(&mut samples);
+        let p = crate::stats::Percentiles::of(&t.latencies);
         assert_eq!(p.p50, Some(3.0));
         assert_eq!(p.max, Some(10.0));
         assert_eq!(p.p95, Some(10.0));

@@ -121,7 +121,7 @@ impl RunReport {
     /// The report of `result`, run with `setup`.
     pub fn new(setup: &Setup, mut result: RunResult) -> RunReport {
         let t = &mut result.tally;
-        let latency = Percentiles::of(&mut t.latencies_us);
+        let latency = Percentiles::of(&t.latencies);
         let elapsed = result.elapsed.as_secs_f64();
         let retries = result.retries.total();
         RunReport {

@@ -1,11 +1,16 @@
 //! Counting during a run (per worker, merged at the end; retries through the policy hook)
-//! and the numbers derived from the counts: percentiles and rates.
+//! and the numbers derived from the counts: percentiles (from an HDR histogram of the
+//! latencies) and rates.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer as _, V2Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use txretry::{TransientKind, Verdict};
 
 use crate::timeline::{Commit, EventLog};
@@ -123,7 +128,7 @@ pub struct Tally {
     /// the end of a run).
     pub attempts: u64,
     /// Latency of each committed transaction, retries and waits included, in microseconds.
-    pub latencies_us: Vec<u64>,
+    pub latencies: Latencies,
     /// One key per commit: the transfer id (transfer) or the row id (hot-rows), for the
     /// invariant check.
     pub committed_keys: Vec<i64>,
@@ -146,7 +151,7 @@ impl Tally {
             self.first_errors.entry(kind).or_insert(message);
         }
         self.attempts += other.attempts;
-        self.latencies_us.extend(other.latencies_us);
+        self.latencies.add(&other.latencies);
         self.committed_keys.extend(other.committed_keys);
         self.maybe_committed_keys.extend(other.maybe_committed_keys);
         self.commits.extend(other.commits);
@@ -179,8 +184,95 @@ impl Tally {
 
     /// Records one committed transaction's latency.
     pub fn record_latency(&mut self, latency: Duration) {
-        self.latencies_us
-            .push(u64::try_from(latency.as_micros()).unwrap_or(u64::MAX));
+        self.latencies
+            .record(u64::try_from(latency.as_micros()).unwrap_or(u64::MAX));
+    }
+}
+
+/// Significant decimal digits the latency histogram keeps: a latency is known to 0.1 %.
+const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// Latencies in microseconds, in an HDR histogram: constant memory however many there
+/// are, mergeable across workers and processes, each value kept to 3 significant digits.
+/// Serialized (between processes) as base64 of the histogram's V2 encoding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Latencies(Histogram<u64>);
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies(Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is valid"))
+    }
+}
+
+impl Latencies {
+    /// Records one latency (microseconds).
+    pub fn record(&mut self, us: u64) {
+        // The histogram grows to take any value; should it not, saturate rather than
+        // lose the sample.
+        if self.0.record(us).is_err() {
+            self.0.saturating_record(us);
+        }
+    }
+
+    /// Adds every latency of `other`.
+    pub fn add(&mut self, other: &Latencies) {
+        self.0
+            .add(&other.0)
+            .expect("histograms of the same precision that resize merge");
+    }
+
+    /// The nearest-rank percentile `p` (0 to 100): the smallest recorded value with at
+    /// least `p` percent of all at or below it, to the histogram's precision (the lowest
+    /// value of its bucket). `None` without latencies.
+    pub fn percentile(&self, p: f64) -> Option<u64> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let value = if p >= 100.0 {
+            self.0.max()
+        } else {
+            self.0.value_at_quantile(p.clamp(0.0, 100.0) / 100.0)
+        };
+        Some(self.0.lowest_equivalent(value))
+    }
+}
+
+impl FromIterator<u64> for Latencies {
+    fn from_iter<I: IntoIterator<Item = u64>>(iter: I) -> Self {
+        let mut latencies = Latencies::default();
+        for us in iter {
+            latencies.record(us);
+        }
+        latencies
+    }
+}
+
+impl Serialize for Latencies {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut bytes = Vec::new();
+        V2Serializer::new()
+            .serialize(&self.0, &mut bytes)
+            .map_err(|e| serde::ser::Error::custom(format!("latency histogram: {e:?}")))?;
+        serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+}
+
+impl<'de> Deserialize<'de> for Latencies {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| serde::de::Error::custom(format!("latency histogram: {e}")))?;
+        let histogram: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| serde::de::Error::custom(format!("latency histogram: {e:?}")))?;
+        // Merge into one of the lab's own precision, so later adds always fit.
+        let mut latencies = Latencies::default();
+        latencies
+            .0
+            .add(&histogram)
+            .map_err(|e| serde::de::Error::custom(format!("latency histogram: {e:?}")))?;
+        Ok(latencies)
     }
 }
 
@@ -198,10 +290,9 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    /// Percentiles of every sample (microseconds); sorts `samples`.
-    pub fn of(samples: &mut [u64]) -> Self {
-        samples.sort_unstable();
-        let ms = |p: f64| percentile(samples, p).map(|us| us as f64 / 1000.0);
+    /// Percentiles of every latency (nearest rank, to 3 significant digits).
+    pub fn of(latencies: &Latencies) -> Self {
+        let ms = |p: f64| latencies.percentile(p).map(|us| us as f64 / 1000.0);
         Percentiles {
             p50: ms(50.0),
             p95: ms(95.0),
@@ -209,17 +300,6 @@ impl Percentiles {
             max: ms(100.0),
         }
     }
-}
-
-/// The nearest-rank percentile of sorted samples: the smallest sample with at least `p`
-/// percent of all samples at or below it. `None` without samples.
-pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let n = sorted.len();
-    let rank = ((p.clamp(0.0, 100.0) / 100.0) * n as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, n) - 1])
 }
 
 /// `numerator / denominator`, or `None` when the denominator is zero.
@@ -233,34 +313,68 @@ mod tests {
 
     #[test]
     fn nearest_rank() {
-        let samples: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&samples, 50.0), Some(50));
-        assert_eq!(percentile(&samples, 95.0), Some(95));
-        assert_eq!(percentile(&samples, 99.0), Some(99));
-        assert_eq!(percentile(&samples, 100.0), Some(100));
-        assert_eq!(percentile(&samples, 0.0), Some(1));
+        let samples: Latencies = (1..=100).collect();
+        assert_eq!(samples.percentile(50.0), Some(50));
+        assert_eq!(samples.percentile(95.0), Some(95));
+        assert_eq!(samples.percentile(99.0), Some(99));
+        assert_eq!(samples.percentile(100.0), Some(100));
+        assert_eq!(samples.percentile(0.0), Some(1));
     }
 
     #[test]
     fn small_and_empty_samples() {
-        assert_eq!(percentile(&[], 50.0), None);
-        assert_eq!(percentile(&[7], 99.0), Some(7));
-        assert_eq!(percentile(&[1, 2], 50.0), Some(1));
-        assert_eq!(percentile(&[1, 2], 51.0), Some(2));
+        assert_eq!(Latencies::default().percentile(50.0), None);
+        let one: Latencies = [7].into_iter().collect();
+        assert_eq!(one.percentile(99.0), Some(7));
+        let two: Latencies = [1, 2].into_iter().collect();
+        assert_eq!(two.percentile(50.0), Some(1));
+        assert_eq!(two.percentile(51.0), Some(2));
         // 10 samples: p95 and p99 are both the largest.
-        let ten: Vec<u64> = (1..=10).collect();
-        assert_eq!(percentile(&ten, 95.0), Some(10));
-        assert_eq!(percentile(&ten, 90.0), Some(9));
+        let ten: Latencies = (1..=10).collect();
+        assert_eq!(ten.percentile(95.0), Some(10));
+        assert_eq!(ten.percentile(90.0), Some(9));
     }
 
     #[test]
-    fn percentiles_sort_and_convert_to_ms() {
-        let mut samples = vec![3000, 1000, 2000, 4000];
-        let p = Percentiles::of(&mut samples);
+    fn large_values_keep_three_significant_digits() {
+        let samples: Latencies = [123_456_789, 1_000, 2_000_001].into_iter().collect();
+        let max = samples.percentile(100.0).expect("samples");
+        assert!(
+            max <= 123_456_789 && max as f64 >= 123_456_789.0 * 0.999,
+            "{max}"
+        );
+        let p50 = samples.percentile(50.0).expect("samples");
+        assert!(
+            p50 <= 2_000_001 && p50 as f64 >= 2_000_001.0 * 0.999,
+            "{p50}"
+        );
+        assert_eq!(samples.percentile(1.0), Some(1_000));
+    }
+
+    #[test]
+    fn latencies_round_trip_through_json() {
+        let samples: Latencies = [1_000, 2_000, 3_000, 10_000, 5_000_000]
+            .into_iter()
+            .collect();
+        let json = serde_json::to_string(&samples).expect("serializes");
+        let back: Latencies = serde_json::from_str(&json).expect("deserializes");
+        assert_eq!(back, samples);
+        assert_eq!(Percentiles::of(&back), Percentiles::of(&samples));
+        assert!(serde_json::from_str::<Latencies>("\"not base64!\"").is_err());
+        assert!(serde_json::from_str::<Latencies>("\"AAAA\"").is_err());
+    }
+
+    #[test]
+    fn percentiles_convert_to_ms() {
+        let samples: Latencies = [3000, 1000, 2000, 4000].into_iter().collect();
+        let p = Percentiles::of(&samples);
         assert_eq!(p.p50, Some(2.0));
         assert_eq!(p.p99, Some(4.0));
         assert_eq!(p.max, Some(4.0));
-        assert_eq!(Percentiles::of(&mut []), Percentiles::default());
+        assert_eq!(
+            Percentiles::of(&Latencies::default()),
+            Percentiles::default()
+        );
     }
 
     #[test]
@@ -290,14 +404,14 @@ mod tests {
         let mut a = Tally {
             committed: 1,
             attempts: 2,
-            latencies_us: vec![5],
+            latencies: [5].into_iter().collect(),
             ..Tally::default()
         };
         a.record_failure(Verdict::Permanent, || "first".into());
         let mut b = Tally {
             committed: 2,
             attempts: 3,
-            latencies_us: vec![6],
+            latencies: [6].into_iter().collect(),
             ..Tally::default()
         };
         b.record_failure(Verdict::Permanent, || "second".into());
@@ -309,7 +423,7 @@ mod tests {
         // The first message of each kind survives, in whichever tally it came first.
         assert_eq!(a.first_errors["permanent"], "first");
         assert_eq!(a.first_errors["busy"], "busy");
-        assert_eq!(a.latencies_us, vec![5, 6]);
+        assert_eq!(a.latencies, [5, 6].into_iter().collect());
         assert_eq!(ratio(1, 0), None);
         assert_eq!(ratio(3, 2), Some(1.5));
     }

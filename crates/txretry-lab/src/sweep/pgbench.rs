@@ -209,8 +209,7 @@ impl Bench {
             return Err(format!("pgbench failed ({}): {first}", output.status));
         }
         let summary = parse_summary(&stdout)?;
-        let mut latencies = read_logs(dir.path())?;
-        let latency = Percentiles::of(&mut latencies);
+        let latency = Percentiles::of(&read_logs(dir.path())?.into_iter().collect());
         // The table name is the lab's own (`txlab_<pid>_<run>_hot`), never user input.
         let sum_query = format!(
             "SELECT COALESCE(SUM(counter), 0)::BIGINT FROM {}",
