@@ -31,6 +31,7 @@ mod cli;
 mod duration;
 mod error;
 mod fault;
+mod grid;
 mod hints;
 mod json;
 mod lab;

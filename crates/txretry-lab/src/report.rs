@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::duration::format_duration;
+use crate::grid;
 use crate::run::RunResult;
 use crate::stats::{Percentiles, ratio};
 use crate::target::Target;
@@ -467,7 +468,7 @@ pub fn table(setup: &Setup, reports: &[RunReport]) -> String {
         "invariant",
         "retries by kind",
     ];
-    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
+    let mut rows: Vec<Vec<String>> = Vec::new();
     for r in reports {
         rows.push(vec![
             r.policy.to_owned(),
@@ -489,36 +490,10 @@ pub fn table(setup: &Setup, reports: &[RunReport]) -> String {
         ]);
     }
     let columns = header.len();
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .map(|row| row[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
     let mut out = String::new();
     let _ = writeln!(out, "{}", headline(setup));
-    for (i, row) in rows.iter().enumerate() {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            let w = widths[c];
-            // Text columns left-aligned, numbers right-aligned.
-            if c == 0 || c >= columns - 2 {
-                let _ = write!(line, "{cell:<w$}  ");
-            } else {
-                let _ = write!(line, "{cell:>w$}  ");
-            }
-        }
-        let _ = writeln!(out, "{}", line.trim_end());
-        if i == 0 {
-            let _ = writeln!(
-                out,
-                "{}",
-                "-".repeat(widths.iter().sum::<usize>() + 2 * (columns - 1))
-            );
-        }
-    }
+    // Text columns left-aligned, numbers right-aligned.
+    out.push_str(&grid::render(&header, rows, |c| c == 0 || c >= columns - 2));
     let _ = writeln!(out, "{LEGEND}");
     for (kind, (policies, message)) in first_errors(reports) {
         let _ = writeln!(

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use crate::grid;
 use crate::sweep::cell::{Cell, PGBENCH, Spread};
 use crate::sweep::pgbench::MAX_TRIES;
 
@@ -19,7 +20,7 @@ pub fn render(headline: &str, cells: &[Cell], repeat: u32, notes: &[String]) -> 
         "p99 ms",
         "invariant",
     ];
-    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
+    let mut rows: Vec<Vec<String>> = Vec::new();
     for c in cells {
         rows.push(vec![
             c.policy.to_owned(),
@@ -41,31 +42,10 @@ pub fn render(headline: &str, cells: &[Cell], repeat: u32, notes: &[String]) -> 
         ]);
     }
     let columns = header.len();
-    let widths: Vec<usize> = (0..columns)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
     let mut out = String::new();
     let _ = writeln!(out, "{headline}");
-    for (n, row) in rows.iter().enumerate() {
-        let mut line = String::new();
-        for (i, text) in row.iter().enumerate() {
-            let w = widths[i];
-            // Names left-aligned, numbers right-aligned.
-            if i == 0 || i == columns - 1 {
-                let _ = write!(line, "{text:<w$}  ");
-            } else {
-                let _ = write!(line, "{text:>w$}  ");
-            }
-        }
-        let _ = writeln!(out, "{}", line.trim_end());
-        if n == 0 {
-            let _ = writeln!(
-                out,
-                "{}",
-                "-".repeat(widths.iter().sum::<usize>() + 2 * (columns - 1))
-            );
-        }
-    }
+    // Names left-aligned, numbers right-aligned.
+    out.push_str(&grid::render(&header, rows, |i| i == 0 || i == columns - 1));
     let _ = writeln!(
         out,
         "{}",
