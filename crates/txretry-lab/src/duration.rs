@@ -1,13 +1,14 @@
-//! `--duration` values: a number and a unit, such as `500ms`, `5s`, `1.5s`, `2m` or `1h`;
-//! a bare number is seconds (`5` is `5s`), as `timeout` and `sleep` take it.
+//! `--duration` values in humantime's grammar: a number and a unit, such as `500ms`, `5s`,
+//! `1.5s`, `2m`, `1h` or `1m 30s`; a bare number is seconds (`5` is `5s`), as `timeout`
+//! and `sleep` take it.
 
 use std::time::Duration;
 
 /// The longest run one preset may take.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// Parses a positive duration with a unit (`ms`, `s`, `m`, `h`; none: seconds), at most
-/// 24 hours.
+/// Parses a positive duration with a unit (`ms`, `s`, `m`, `h`, … as humantime reads them;
+/// none: seconds), from 1ms to 24 hours.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text.starts_with('-') {
@@ -15,49 +16,34 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "must be positive, e.g. 500ms, 5s, 2m; got {text:?}"
         ));
     }
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
     let usage =
         || format!("expected a number and a unit (ms, s, m, h), e.g. 500ms, 5s, 2m; got {text:?}");
-    if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
-        return Err(usage());
-    }
-    let value: f64 = number.parse().map_err(|_| usage())?;
-    let seconds_per_unit = match unit.trim() {
-        "ms" => 0.001,
-        "s" | "" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        _ => return Err(usage()),
+    let duration = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        // A bare number: seconds.
+        humantime::parse_duration(&format!("{text}s"))
+    } else {
+        humantime::parse_duration(text)
     };
-    let seconds = value * seconds_per_unit;
-    if !seconds.is_finite() || seconds > MAX_DURATION.as_secs_f64() {
+    let duration = match duration {
+        Ok(d) => d,
+        Err(humantime::DurationError::NumberOverflow) => {
+            return Err("must be at most 24h".to_owned());
+        }
+        Err(_) => return Err(usage()),
+    };
+    if duration > MAX_DURATION {
         return Err("must be at most 24h".to_owned());
     }
-    let duration = Duration::try_from_secs_f64(seconds).map_err(|_| usage())?;
     if duration < Duration::from_millis(1) {
         return Err("must be at least 1ms".to_owned());
     }
     Ok(duration)
 }
 
-/// Formats a duration the way `--duration` takes it, e.g. `5s`, `500ms`, `1.5s`.
+/// Formats a duration the way `--duration` takes it (humantime's form), e.g. `5s`,
+/// `500ms`, `1s 500ms`.
 pub fn format_duration(d: Duration) -> String {
-    if d.as_secs() > 0 && d.subsec_nanos() == 0 {
-        if d.as_secs().is_multiple_of(3600) {
-            format!("{}h", d.as_secs() / 3600)
-        } else if d.as_secs().is_multiple_of(60) {
-            format!("{}m", d.as_secs() / 60)
-        } else {
-            format!("{}s", d.as_secs())
-        }
-    } else if d < Duration::from_secs(1) {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{}s", d.as_secs_f64())
-    }
+    humantime::format_duration(d).to_string()
 }
 
 #[cfg(test)]
@@ -74,6 +60,8 @@ mod tests {
         assert_eq!(parse_duration(" 3s "), Ok(Duration::from_secs(3)));
         assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("24h"), Ok(MAX_DURATION));
     }
 
     #[test]
@@ -88,11 +76,12 @@ mod tests {
 
     #[test]
     fn format_round_trips() {
-        for text in ["500ms", "5s", "2m", "1h", "1.5s", "90s"] {
+        for text in ["500ms", "5s", "2m", "1h", "1.5s", "90s", "1m 30s", "24h"] {
             let d = parse_duration(text).expect("valid");
             assert_eq!(parse_duration(&format_duration(d)), Ok(d), "{text}");
         }
         assert_eq!(format_duration(Duration::from_secs(5)), "5s");
         assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1s 500ms");
     }
 }
