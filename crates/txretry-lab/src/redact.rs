@@ -1,13 +1,51 @@
 //! Keeping passwords out of everything the lab prints: the `--db` URL itself, and any text
 //! (a driver's error message, a usage error) that might echo it.
 
+use url::Url;
+
 /// The mask that replaces a secret.
 pub const MASK: &str = "***";
 
 /// The URL with the password of `user:pass@` and any `password=` style query parameter
-/// replaced by `***`. Errs on the side of hiding too much: everything between `://` and the
-/// last `@` before the query counts as user info.
+/// replaced by `***`. Parsed by the `url` crate where it can; what it cannot parse (a
+/// multi-host Postgres URL `postgres://u:pw@h1:1,h2:2/db`, an unencoded `/` in a password,
+/// an empty password) is redacted by hand, erring on the side of hiding too much.
 pub fn redact_url(url: &str) -> String {
+    redact_parsed(url).unwrap_or_else(|| redact_by_hand(url))
+}
+
+/// [`redact_url`] by the `url` crate; `None` where it cannot tell the user info.
+fn redact_parsed(text: &str) -> Option<String> {
+    if !text.contains("://") {
+        return None;
+    }
+    let mut url = Url::parse(text).ok()?;
+    match url.password() {
+        Some(_) => url.set_password(Some(MASK)).ok()?,
+        // `u:@h` (an empty password) reads as no password at all: leave it to the hand.
+        None if !url.username().is_empty() => return None,
+        None => {}
+    }
+    if url.query_pairs().any(|(key, _)| is_secret_key(&key)) {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(key, value)| {
+                let value = if is_secret_key(&key) {
+                    MASK.to_owned()
+                } else {
+                    value.into_owned()
+                };
+                (key.into_owned(), value)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    Some(url.into())
+}
+
+/// [`redact_url`] by hand: everything between `://` and the last `@` before the query
+/// counts as user info.
+fn redact_by_hand(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return redact_query(url);
     };
@@ -73,6 +111,17 @@ pub fn passwords_in(url: &str) -> Vec<String> {
             }
         }
     }
+    // As the `url` crate reads it, where it can: it tells the user info of a password with
+    // an unencoded `@` apart from the host, and decodes the query.
+    if let Ok(parsed) = Url::parse(url) {
+        found.extend(parsed.password().map(str::to_owned));
+        found.extend(
+            parsed
+                .query_pairs()
+                .filter(|(key, _)| is_secret_key(key))
+                .map(|(_, value)| value.into_owned()),
+        );
+    }
     let decoded: Vec<String> = found.iter().map(|p| percent_decode(p)).collect();
     found.extend(decoded);
     found.retain(|p| !p.is_empty());
@@ -125,31 +174,9 @@ fn is_delimiter(c: char) -> bool {
 }
 
 fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
-        {
-            out.push(h * 16 + l);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]
@@ -232,6 +259,39 @@ mod tests {
         assert!(
             !clean.contains("p@ss/word") && !clean.contains("p%40ss"),
             "{clean}"
+        );
+    }
+
+    #[test]
+    fn the_url_crate_parses_what_it_can() {
+        for url in [
+            "postgres://alice:s3cret@db:5432/app",
+            "postgres://u:p@ss@h/db",
+            "postgres://:only@h",
+            "postgres://h/db?user=u&password=x&sslmode=disable",
+            "mysql://h/db",
+        ] {
+            assert!(redact_parsed(url).is_some(), "{url}");
+        }
+        for url in [
+            "postgres://u:pw@h1:1,h2:2/db",
+            "postgres://u:a/b@h/db",
+            "postgres://u:@h",
+            "sqlite",
+        ] {
+            assert_eq!(redact_parsed(url), None, "{url}");
+        }
+    }
+
+    #[test]
+    fn multi_host_urls_are_redacted_by_hand() {
+        assert_eq!(
+            redact_url("postgres://u:pw@h1:1,h2:2/db?password=x"),
+            "postgres://u:***@h1:1,h2:2/db?password=***"
+        );
+        assert_eq!(
+            passwords_in("postgres://u:pw@h1:1,h2:2/db"),
+            vec!["pw".to_owned()]
         );
     }
 
