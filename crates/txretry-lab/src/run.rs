@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
-use tokio::task::AbortHandle;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use txretry::{Admission, RetryPolicy, TxOptions};
 
@@ -265,30 +265,30 @@ where
         fault_in_flight,
     });
     let progress = Progress::new(label, spec.duration);
-    let workers: Vec<_> = (0..spec.workers)
-        .map(|w| {
-            let id = spec.first_worker.saturating_add(w as u32);
-            tokio::spawn(worker(ctx.clone(), id))
-        })
-        .collect();
-    let aborts: Vec<AbortHandle> = workers.iter().map(|w| w.abort_handle()).collect();
-    let all_done = futures_join(workers);
-    tokio::pin!(all_done);
-    let mut tally = Tally::default();
+    let mut workers = JoinSet::new();
+    for w in 0..spec.workers {
+        let id = spec.first_worker.saturating_add(w as u32);
+        let ctx = ctx.clone();
+        workers.spawn(async move { (w, worker(ctx, id).await) });
+    }
+    // Each worker's tally with its index, merged in worker order once all are done.
+    let mut tallies: Vec<(usize, Tally)> = Vec::with_capacity(spec.workers);
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
     loop {
         tokio::select! {
-            tallies = &mut all_done => {
-                for t in tallies {
-                    tally.merge(t);
-                }
-                break;
-            }
+            joined = workers.join_next() => match joined {
+                Some(Ok(done)) => tallies.push(done),
+                // A worker that was aborted (quit now) contributes nothing; one that
+                // panicked (a bug, never user input) is reported on stderr.
+                Some(Err(e)) if e.is_cancelled() => {}
+                Some(Err(e)) => eprintln!("txretry-lab: a worker stopped unexpectedly: {e}"),
+                None => break,
+            },
             _ = ticker.tick() => {
                 if signals::quitting() {
                     // Dropping a transaction rolls it back; its worker's counts are lost,
                     // and no report is printed after a quit.
-                    aborts.iter().for_each(AbortHandle::abort);
+                    workers.abort_all();
                 }
                 let live = &ctx.live;
                 progress.update(
@@ -305,6 +305,11 @@ where
     }
     let elapsed = start.elapsed();
     progress.finish();
+    tallies.sort_by_key(|&(w, _)| w);
+    let mut tally = Tally::default();
+    for (_, t) in tallies {
+        tally.merge(t);
+    }
     tally.attempts = ctx.live.attempts.load(Ordering::Relaxed);
     // The fault in flight at the deadline finishes (the old leader rejoins) before the
     // check, so that it reads the final primary. Even a quit waits for it: a script
@@ -322,21 +327,6 @@ where
         faults,
         failures: log.map(|log| log.failures()).unwrap_or_default(),
     }
-}
-
-/// Waits for every worker; a worker that panicked (a bug, never user input) or was aborted
-/// (quit now) contributes nothing; a panic is reported on stderr.
-async fn futures_join(handles: Vec<tokio::task::JoinHandle<Tally>>) -> Vec<Tally> {
-    let mut tallies = Vec::with_capacity(handles.len());
-    for handle in handles {
-        match handle.await {
-            Ok(tally) => tallies.push(tally),
-            // Aborted on purpose (quit now).
-            Err(e) if e.is_cancelled() => {}
-            Err(e) => eprintln!("txretry-lab: a worker stopped unexpectedly: {e}"),
-        }
-    }
-    tallies
 }
 
 /// One worker: transactions back to back until the run is over.
