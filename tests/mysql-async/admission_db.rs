@@ -3,7 +3,8 @@
 //! `Admission`, so only the database can make them take turns. The pools do not reset
 //! connections they get back (`reset_connection=false`, which would also drop named
 //! locks), so only the runner's own release keeps them clean. Every wait is observed in
-//! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed.
+//! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed. The
+//! scenarios every driver has are in `tests/shared/admission.rs`; [`Db`] is how they run here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -17,11 +18,10 @@ use txretry::{
     Verdict,
 };
 use txretry_testkit::contended;
-use txretry_testkit::intervals::{
-    self, KEYS, Meeting, ROUNDS, WAIT, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
-};
+use txretry_testkit::intervals::{WAIT, policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
+use crate::admission::{Driver, Interval, Server};
 use crate::common::{create_rows, value, wait_until_session_gone as wait_until_gone};
 
 fn url(test: &str) -> Option<String> {
@@ -44,8 +44,13 @@ async fn connect(url: &str) -> Conn {
 /// The key a test's transactions contend on, and the name of its named lock.
 fn key(name: &str, n: i64) -> ((String, i64), String) {
     let key = (name.to_string(), n);
-    let lock = format!("txretry:{:016x}", KeyHash::of(&key).to_u64());
+    let lock = lock_name(&key);
     (key, lock)
+}
+
+/// The name of `key`'s named lock.
+fn lock_name(key: &(String, i64)) -> String {
+    format!("txretry:{:016x}", KeyHash::of(key).to_u64())
 }
 
 /// The session's id.
@@ -84,90 +89,59 @@ async fn wait_for_get_lock(observer: &mut Conn, lock: &str) -> u64 {
     waiter.unwrap()
 }
 
-/// Two processes (see `txretry_testkit::intervals`: `WORKERS` tasks × `ROUNDS` transactions
-/// on `KEYS` keys each) against a new interval table named from `prefix`, dropped after;
-/// each transaction records when it ran, inside the transaction (after its locks). With
-/// `barrier`, the first transaction of worker 0 in each process waits for the other's
-/// inside the transaction, so the two certainly overlap unless something keeps them apart.
-/// Returns how many pairs of intervals on one key overlap.
-async fn two_processes(
-    url: &str,
-    prefix: &str,
-    admission: fn() -> Admission,
-    barrier: bool,
-) -> i64 {
-    let table = &interval_table(url, prefix).await;
-    let meeting = Meeting::new(barrier);
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut pools = Vec::new();
-    for process_id in 0..intervals::PROCESSES {
-        let pool = process(url, WORKERS as usize);
-        let policy = policy(admission(), 100);
-        pools.push(pool.clone());
-        for worker in 0..WORKERS {
-            let (pool, policy, table, meeting) = (
-                pool.clone(),
-                policy.clone(),
-                table.to_string(),
-                meeting.clone(),
-            );
-            tasks.spawn(async move {
-                for round in 0..ROUNDS {
-                    let n = intervals::key_of(worker, round);
-                    let options = TxOptions::new().contends_on(key(&table, n).0);
-                    let meet = meeting.for_round(worker, round);
-                    let insert = format!(
-                        "INSERT INTO {table} (k, process, started, ended) VALUES (?, ?, NOW(6), NOW(6))"
-                    );
-                    let update = format!("UPDATE {table} SET ended = NOW(6) WHERE id = ?");
-                    txretry::mysql_async::transaction_with(&pool, &policy, &options, async move |tx| {
-                        tx.exec_drop(&insert, (n, process_id)).await?;
-                        let id = tx.last_insert_id().expect("an auto-increment id");
-                        meet.meet().await;
-                        tx.query_drop("DO SLEEP(0.002)").await?;
-                        tx.exec_drop(&update, (id,)).await
-                    })
-                    .await
-                    .unwrap();
-                }
-            });
-        }
+/// mysql_async for the scenarios of `tests/shared/admission.rs`.
+pub struct Db;
+
+impl Driver for Db {
+    const NAME: &'static str = "mysql_async";
+    const PREFIX: &'static str = "adm_ma";
+    const SERVER: Server = Server::MySql;
+    type Process = Pool;
+    type Worker = Pool;
+
+    async fn exec(url: &str, sql: String) {
+        connect(url).await.query_drop(sql).await.unwrap();
     }
-    intervals::join_all(tasks).await;
-    let mut observer = connect(url).await;
-    // Back in the pools, the connections hold no named lock.
-    for n in 0..KEYS {
-        assert_eq!(lock_holder(&mut observer, &key(table, n).1).await, None);
+
+    async fn query_i64(url: &str, sql: String) -> i64 {
+        connect(url).await.query_first(sql).await.unwrap().unwrap()
     }
-    for pool in pools {
+
+    async fn process(url: &str, _app: &str, workers: u32) -> Pool {
+        process(url, workers as usize)
+    }
+
+    async fn worker(pool: &Pool) -> Pool {
+        pool.clone()
+    }
+
+    async fn record(pool: &mut Pool, policy: &RetryPolicy, options: &TxOptions, i: Interval) {
+        let insert = format!(
+            "INSERT INTO {} (k, process, started, ended) VALUES (?, ?, NOW(6), NOW(6))",
+            i.table
+        );
+        let update = format!("UPDATE {} SET ended = NOW(6) WHERE id = ?", i.table);
+        txretry::mysql_async::transaction_with(&*pool, policy, options, async move |tx| {
+            tx.exec_drop(&insert, (i.k, i.process)).await?;
+            let id = tx.last_insert_id().expect("an auto-increment id");
+            i.meet.meet().await;
+            tx.query_drop("DO SLEEP(0.002)").await?;
+            tx.exec_drop(&update, (id,)).await
+        })
+        .await
+        .unwrap();
+    }
+
+    async fn close(pool: Pool) {
         pool.disconnect().await.unwrap();
     }
-    let rows: Option<i64> = observer
-        .query_first(format!("SELECT count(*) FROM {table}"))
-        .await
-        .unwrap();
-    intervals::assert_all_committed(rows.unwrap());
-    let overlaps = observer
-        .query_first(intervals::overlaps_sql(table))
-        .await
-        .unwrap()
-        .unwrap();
-    drop_table(url, table).await;
-    overlaps
-}
 
-async fn interval_table(url: &str, prefix: &str) -> String {
-    let table = txretry_testkit::unique_name(prefix);
-    connect(url)
-        .await
-        .query_drop(format!(
-            "CREATE TABLE {table} (id bigint AUTO_INCREMENT PRIMARY KEY, k bigint NOT NULL,
-                                   process bigint NOT NULL, started datetime(6) NOT NULL,
-                                   ended datetime(6) NOT NULL) ENGINE=InnoDB"
-        ))
-        .await
-        .unwrap();
-    table
+    async fn key_holders(url: &str, key: &(String, i64)) -> i64 {
+        let lock = lock_name(key);
+        lock_holder(&mut connect(url).await, &lock)
+            .await
+            .map_or(0, |_| 1)
+    }
 }
 
 async fn drop_table(url: &str, table: &str) {
@@ -187,26 +161,6 @@ fn nothing(
     txretry::mysql_async::transaction_with(pool, policy, options, async |_tx| {
         Ok::<_, mysql_async::Error>(())
     })
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_never_run_one_key_at_once() {
-    let Some(url) = url("mysql_async::admission_db never_overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_ma_shared", shared, false).await;
-    assert_no_overlap(overlaps);
-}
-
-/// The check above can fail: with admission per process only, the two pools run the same
-/// key at once (forced here, so it does not depend on timing).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_database_two_processes_overlap() {
-    let Some(url) = url("mysql_async::admission_db overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_ma_local", Admission::per_key, true).await;
-    assert_overlap(overlaps);
 }
 
 type Held = tokio::task::JoinHandle<Result<(), TxError<mysql_async::Error>>>;

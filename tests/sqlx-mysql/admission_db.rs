@@ -1,7 +1,8 @@
 //! Admission across processes, on the database (`Admission::in_database`): named locks
 //! (`GET_LOCK`). Two pools stand in for two processes: each has its own policy and its own
 //! `Admission`, so only the database can make them take turns. Every wait is observed in
-//! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed.
+//! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed. The
+//! scenarios every driver has are in `tests/shared/admission.rs`; [`Db`] is how they run here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -15,11 +16,10 @@ use txretry::{
     Verdict,
 };
 use txretry_testkit::contended;
-use txretry_testkit::intervals::{
-    self, KEYS, Meeting, ROUNDS, WAIT, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
-};
+use txretry_testkit::intervals::{WAIT, policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
+use crate::admission::{Driver, Interval, Server};
 use crate::common::{connect, exec, sql};
 
 fn url(test: &str) -> Option<String> {
@@ -38,8 +38,13 @@ async fn process(url: &str, max_connections: u32) -> MySqlPool {
 /// The key a test's transactions contend on, and the name of its named lock.
 fn key(name: &str, n: i64) -> ((String, i64), String) {
     let key = (name.to_string(), n);
-    let lock = format!("txretry:{:016x}", KeyHash::of(&key).to_u64());
+    let lock = lock_name(&key);
     (key, lock)
+}
+
+/// The name of `key`'s named lock.
+fn lock_name(key: &(String, i64)) -> String {
+    format!("txretry:{:016x}", KeyHash::of(key).to_u64())
 }
 
 /// The session holding named lock `lock`, if any (`IS_USED_LOCK`).
@@ -85,96 +90,70 @@ async fn wait_until_gone(observer: &mut MySqlConnection, id: u64) {
     .await;
 }
 
-/// Two processes (see `txretry_testkit::intervals`: `WORKERS` tasks × `ROUNDS` transactions
-/// on `KEYS` keys each) against a new interval table named from `prefix`, dropped after;
-/// each transaction records when it ran, inside the transaction (after its locks). With
-/// `barrier`, the first transaction of worker 0 in each process waits for the other's
-/// inside the transaction, so the two certainly overlap unless something keeps them apart.
-/// Returns how many pairs of intervals on one key overlap.
-async fn two_processes(
-    url: &str,
-    prefix: &str,
-    admission: fn() -> Admission,
-    barrier: bool,
-) -> i64 {
-    let table = &interval_table(url, prefix).await;
-    let meeting = Meeting::new(barrier);
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut pools = Vec::new();
-    for process_id in 0..intervals::PROCESSES {
-        let pool = process(url, WORKERS as u32).await;
-        let policy = policy(admission(), 100);
-        pools.push(pool.clone());
-        for worker in 0..WORKERS {
-            let (pool, policy, table, meeting) = (
-                pool.clone(),
-                policy.clone(),
-                table.to_string(),
-                meeting.clone(),
-            );
-            tasks.spawn(async move {
-                for round in 0..ROUNDS {
-                    let n = intervals::key_of(worker, round);
-                    let options = TxOptions::new().contends_on(key(&table, n).0);
-                    let meet = meeting.for_round(worker, round);
-                    let table = table.clone();
-                    txretry::sqlx::transaction_with(&pool, &policy, &options, async move |tx| {
-                        let id = sqlx::query(sql(format!(
-                            "INSERT INTO {table} (k, process, started, ended) VALUES (?, ?, NOW(6), NOW(6))"
-                        )))
-                        .bind(n)
-                        .bind(process_id)
-                        .execute(&mut **tx)
-                        .await?
-                        .last_insert_id();
-                        meet.meet().await;
-                        sqlx::query("DO SLEEP(0.002)").execute(&mut **tx).await?;
-                        sqlx::query(sql(format!("UPDATE {table} SET ended = NOW(6) WHERE id = ?")))
-                            .bind(id)
-                            .execute(&mut **tx)
-                            .await?;
-                        Ok::<_, sqlx::Error>(())
-                    })
-                    .await
-                    .unwrap();
-                }
-            });
-        }
+/// sqlx on MySQL for the scenarios of `tests/shared/admission.rs`.
+pub struct Db;
+
+impl Driver for Db {
+    const NAME: &'static str = "sqlx-mysql";
+    const PREFIX: &'static str = "adm_my";
+    const SERVER: Server = Server::MySql;
+    type Process = MySqlPool;
+    type Worker = MySqlPool;
+
+    async fn exec(url: &str, text: String) {
+        exec(&mut connect(url).await, text).await;
     }
-    intervals::join_all(tasks).await;
-    let mut observer = connect(url).await;
-    // Back in the pools, the connections hold no named lock.
-    for n in 0..KEYS {
-        assert_eq!(lock_holder(&mut observer, &key(table, n).1).await, None);
+
+    async fn query_i64(url: &str, text: String) -> i64 {
+        sqlx::query_scalar(sql(text))
+            .fetch_one(&mut connect(url).await)
+            .await
+            .unwrap()
     }
-    for pool in pools {
+
+    async fn process(url: &str, _app: &str, workers: u32) -> MySqlPool {
+        process(url, workers).await
+    }
+
+    async fn worker(pool: &MySqlPool) -> MySqlPool {
+        pool.clone()
+    }
+
+    async fn record(pool: &mut MySqlPool, policy: &RetryPolicy, options: &TxOptions, i: Interval) {
+        let insert = format!(
+            "INSERT INTO {} (k, process, started, ended) VALUES (?, ?, NOW(6), NOW(6))",
+            i.table
+        );
+        let update = format!("UPDATE {} SET ended = NOW(6) WHERE id = ?", i.table);
+        txretry::sqlx::transaction_with(&*pool, policy, options, async move |tx| {
+            let id = sqlx::query(sql(insert.clone()))
+                .bind(i.k)
+                .bind(i.process)
+                .execute(&mut **tx)
+                .await?
+                .last_insert_id();
+            i.meet.meet().await;
+            sqlx::query("DO SLEEP(0.002)").execute(&mut **tx).await?;
+            sqlx::query(sql(update.clone()))
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+            Ok::<_, sqlx::Error>(())
+        })
+        .await
+        .unwrap();
+    }
+
+    async fn close(pool: MySqlPool) {
         pool.close().await;
     }
-    let rows: i64 = sqlx::query_scalar(sql(format!("SELECT count(*) FROM {table}")))
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    intervals::assert_all_committed(rows);
-    let overlaps = sqlx::query_scalar(sql(intervals::overlaps_sql(table)))
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    drop_table(url, table).await;
-    overlaps
-}
 
-async fn interval_table(url: &str, prefix: &str) -> String {
-    let table = txretry_testkit::unique_name(prefix);
-    exec(
-        &mut connect(url).await,
-        format!(
-            "CREATE TABLE {table} (id bigint AUTO_INCREMENT PRIMARY KEY, k bigint NOT NULL,
-                                   process bigint NOT NULL, started datetime(6) NOT NULL,
-                                   ended datetime(6) NOT NULL) ENGINE=InnoDB"
-        ),
-    )
-    .await;
-    table
+    async fn key_holders(url: &str, key: &(String, i64)) -> i64 {
+        let lock = lock_name(key);
+        lock_holder(&mut connect(url).await, &lock)
+            .await
+            .map_or(0, |_| 1)
+    }
 }
 
 async fn drop_table(url: &str, table: &str) {
@@ -192,26 +171,6 @@ fn nothing(
     options: &TxOptions,
 ) -> impl Future<Output = Result<(), TxError<sqlx::Error>>> + Send + use<> {
     txretry::sqlx::transaction_with(pool, policy, options, async |_tx| Ok::<_, sqlx::Error>(()))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_never_run_one_key_at_once() {
-    let Some(url) = url("sqlx-mysql admission_db never_overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_my_shared", shared, false).await;
-    assert_no_overlap(overlaps);
-}
-
-/// The check above can fail: with admission per process only, the two pools run the same
-/// key at once (forced here, so it does not depend on timing).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_database_two_processes_overlap() {
-    let Some(url) = url("sqlx-mysql admission_db overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_my_local", Admission::per_key, true).await;
-    assert_overlap(overlaps);
 }
 
 type Held = tokio::task::JoinHandle<Result<(), TxError<sqlx::Error>>>;

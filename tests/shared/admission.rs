@@ -1,0 +1,175 @@
+//! Admission across processes, on the database (`Admission::in_database`), written once for
+//! every driver: two processes (see `txretry_testkit::intervals`) that must take turns on a
+//! key. Each binary's `admission_db` module implements [`Driver`] (how it connects, makes a
+//! process, runs the runner and a statement, and what the server says about a key's lock)
+//! and keeps the scenarios only its driver has.
+
+use std::future::Future;
+
+use txretry::{Admission, RetryPolicy, TxOptions};
+use txretry_testkit::intervals::{
+    self, KEYS, Meet, Meeting, ROUNDS, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
+};
+
+use crate::admission_db::Db;
+
+/// The server a binary's driver talks to.
+#[allow(dead_code)] // each binary names one of them
+pub enum Server {
+    Postgres,
+    MySql,
+}
+
+impl Server {
+    /// The server's URL, or `None` to skip `test`.
+    fn url(&self, test: &str) -> Option<String> {
+        match self {
+            Server::Postgres => txretry_testkit::postgres_url(test),
+            Server::MySql => txretry_testkit::mysql_url(test),
+        }
+    }
+
+    /// `CREATE TABLE {table}` for the intervals: an `id` the server numbers, the key `k`,
+    /// the `process`, and when the transaction `started` and `ended` (microseconds).
+    fn interval_table(&self, table: &str) -> String {
+        match self {
+            Server::Postgres => format!(
+                "CREATE TABLE {table} (id bigserial PRIMARY KEY, k bigint NOT NULL,
+                 process bigint NOT NULL, started timestamptz NOT NULL, ended timestamptz NOT NULL)"
+            ),
+            Server::MySql => format!(
+                "CREATE TABLE {table} (id bigint AUTO_INCREMENT PRIMARY KEY, k bigint NOT NULL,
+                 process bigint NOT NULL, started datetime(6) NOT NULL, ended datetime(6) NOT NULL)
+                 ENGINE=InnoDB"
+            ),
+        }
+    }
+}
+
+/// One transaction of a process: it inserts a row into `table` (`k`, `process`, both times
+/// now), meets `meet`, sleeps 2 ms in the server and sets `ended` to now.
+pub struct Interval {
+    pub table: String,
+    pub k: i64,
+    pub process: i64,
+    pub meet: Meet,
+}
+
+/// What differs between the drivers, for the scenarios here.
+pub trait Driver {
+    /// The test binary, for naming tests in skip messages.
+    const NAME: &'static str;
+    /// How this binary's tables begin (`adm_pg`, `adm_my`, …).
+    const PREFIX: &'static str;
+    const SERVER: Server;
+    /// A process: a pool, or what its workers need to open sessions of their own.
+    type Process: Send;
+    /// What one worker of a process runs its transactions on: a clone of the pool, or a
+    /// session of its own.
+    type Worker: Send + 'static;
+
+    /// Runs one statement on a new session.
+    fn exec(url: &str, sql: String) -> impl Future<Output = ()> + Send;
+    /// The one integer `sql` selects, on a new session.
+    fn query_i64(url: &str, sql: String) -> impl Future<Output = i64> + Send;
+    /// A process of up to `workers` sessions, which carry `app` where the server shows it.
+    fn process(url: &str, app: &str, workers: u32) -> impl Future<Output = Self::Process> + Send;
+    /// A worker of `process`.
+    fn worker(process: &Self::Process) -> impl Future<Output = Self::Worker> + Send;
+    /// Runs `interval` under `policy` and `options`; panics if it fails.
+    fn record(
+        worker: &mut Self::Worker,
+        policy: &RetryPolicy,
+        options: &TxOptions,
+        interval: Interval,
+    ) -> impl Future<Output = ()> + Send;
+    /// Closes a process's pool.
+    fn close(process: Self::Process) -> impl Future<Output = ()> + Send;
+    /// How many sessions hold (and, on Postgres, wait for) the database lock of `key`.
+    fn key_holders(url: &str, key: &(String, i64)) -> impl Future<Output = i64> + Send;
+}
+
+/// The key a test's transactions contend on: `(name, n)`.
+pub fn key(name: &str, n: i64) -> (String, i64) {
+    (name.to_string(), n)
+}
+
+/// Two processes (`WORKERS` tasks × `ROUNDS` transactions on `KEYS` keys each) against a
+/// new interval table named from `prefix`, dropped after; each transaction records when it
+/// ran, inside the transaction (after its locks). With `barrier`, the first transaction of
+/// worker 0 in each process waits for the other's inside the transaction, so the two
+/// certainly overlap unless something keeps them apart. Returns how many pairs of
+/// intervals on one key overlap.
+async fn two_processes(
+    url: &str,
+    prefix: &str,
+    admission: fn() -> Admission,
+    barrier: bool,
+) -> i64 {
+    let table = &txretry_testkit::unique_name(&format!("{}_{prefix}", Db::PREFIX));
+    Db::exec(url, Db::SERVER.interval_table(table)).await;
+    let meeting = Meeting::new(barrier);
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut processes = Vec::new();
+    for process_id in 0..intervals::PROCESSES {
+        let process = Db::process(url, &format!("{table}_p{process_id}"), WORKERS as u32).await;
+        // Each process its own policy, with its own Admission.
+        let policy = policy(admission(), 100);
+        for worker in 0..WORKERS {
+            let mut on = Db::worker(&process).await;
+            let (policy, table, meeting) = (policy.clone(), table.to_string(), meeting.clone());
+            tasks.spawn(async move {
+                for round in 0..ROUNDS {
+                    let n = intervals::key_of(worker, round);
+                    let options = TxOptions::new().contends_on(key(&table, n));
+                    let meet = meeting.for_round(worker, round);
+                    let (table, k, process) = (table.clone(), n, process_id);
+                    let interval = Interval {
+                        table,
+                        k,
+                        process,
+                        meet,
+                    };
+                    Db::record(&mut on, &policy, &options, interval).await;
+                }
+            });
+        }
+        processes.push(process);
+    }
+    intervals::join_all(tasks).await;
+    // Back in the pools, the sessions hold no lock; nor once the pools are closed.
+    for n in 0..KEYS {
+        assert_eq!(Db::key_holders(url, &key(table, n)).await, 0, "key {n}");
+    }
+    for process in processes {
+        Db::close(process).await;
+    }
+    for n in 0..KEYS {
+        assert_eq!(Db::key_holders(url, &key(table, n)).await, 0, "key {n}");
+    }
+    let rows = Db::query_i64(url, format!("SELECT count(*) FROM {table}")).await;
+    intervals::assert_all_committed(rows);
+    let overlaps = Db::query_i64(url, intervals::overlaps_sql(table)).await;
+    Db::exec(url, format!("DROP TABLE IF EXISTS {table}")).await;
+    overlaps
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_never_run_one_key_at_once() {
+    let Some(url) = Db::SERVER.url(&format!("{} admission never_overlap", Db::NAME)) else {
+        return;
+    };
+    let overlaps = two_processes(&url, "shared", shared, false).await;
+    assert_no_overlap(overlaps);
+}
+
+/// The check above can fail: with admission per process only, the two processes run the
+/// same key at once (forced here, so it does not depend on timing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_database_two_processes_overlap() {
+    let Some(url) = Db::SERVER.url(&format!("{} admission overlap", Db::NAME)) else {
+        return;
+    };
+    let overlaps = two_processes(&url, "local", Admission::per_key, true).await;
+    assert_overlap(overlaps);
+}
