@@ -17,12 +17,11 @@ use txretry::{
     Admission, Code, KeyHash, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions,
     Verdict,
 };
-use txretry_testkit::contended;
 use txretry_testkit::intervals::{WAIT, policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Driver, Interval, Server};
-use crate::common::{create_rows, value, wait_until_session_gone as wait_until_gone};
+use crate::admission::{Driver, Interval, OnRow, Server, lock_wait_timed_out};
+use crate::common::wait_until_session_gone as wait_until_gone;
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::mysql_url(test)
@@ -136,20 +135,51 @@ impl Driver for Db {
         pool.disconnect().await.unwrap();
     }
 
+    /// Counts whether its session holds the row's named lock (taken before START
+    /// TRANSACTION). With `collide`, another session holds the row (an uncommitted update)
+    /// when the transaction starts, and the first attempt's own UPDATE times out after 1 s
+    /// (1205, a lock-wait timeout); that session commits right after, before the attempt
+    /// fails.
+    async fn held_per_attempt(pool: &mut Pool, policy: &RetryPolicy, row: OnRow<'_>) -> Vec<i64> {
+        let lock = lock_name(&row.key());
+        let update = row.update();
+        let mut holder = None;
+        if row.collide {
+            let mut conn = connect(row.url).await;
+            conn.query_drop("START TRANSACTION").await.unwrap();
+            conn.query_drop(&update).await.unwrap();
+            holder = Some(conn);
+        }
+        let mut held = Vec::new();
+        let options = TxOptions::new().contends_on(row.key());
+        txretry::mysql_async::transaction_with(&*pool, policy, &options, async |tx| {
+            let n: Option<i64> = tx
+                .exec_first(
+                    "SELECT COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), 0)",
+                    (&lock,),
+                )
+                .await?;
+            held.push(n.unwrap());
+            if let Some(mut holder) = holder.take() {
+                tx.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
+                    .await?;
+                let blocked = tx.query_drop(&update).await;
+                holder.query_drop("COMMIT").await.unwrap();
+                return Err(lock_wait_timed_out(blocked));
+            }
+            tx.query_drop(&update).await
+        })
+        .await
+        .unwrap();
+        held
+    }
+
     async fn key_holders(url: &str, key: &(String, i64)) -> i64 {
         let lock = lock_name(key);
         lock_holder(&mut connect(url).await, &lock)
             .await
             .map_or(0, |_| 1)
     }
-}
-
-async fn drop_table(url: &str, table: &str) {
-    connect(url)
-        .await
-        .query_drop(format!("DROP TABLE IF EXISTS {table}"))
-        .await
-        .unwrap();
 }
 
 /// A transaction under `options`' keys that does nothing (the runner's future).
@@ -510,85 +540,4 @@ async fn an_interrupted_wait_is_permanent() {
     release.notify_one();
     within(holder).await.unwrap().unwrap();
     assert_eq!(lock_holder(&mut observer, &lock).await, None);
-}
-
-/// `only_for_contended_keys`: a key's first transaction takes no named lock; a real
-/// collision on it (a lock-wait timeout, 1205, on a row another session holds) turns the
-/// locks on for the retry and for the key's later transactions in this process, not for
-/// other keys, and not in another process that saw no collision.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn contended_keys_are_locked_after_their_first_collision() {
-    let Some(url) = url("mysql_async::admission_db contended keys") else {
-        return;
-    };
-    let table = txretry_testkit::unique_name("adm_ma_cont");
-    let mut observer = connect(&url).await;
-    create_rows(&mut observer, &table, 2).await;
-    // Pools of this test's own: the first attempt's session setting stays in its session.
-    let (pool_a, pool_b) = (process(&url, 2), process(&url, 2));
-    let (policy_a, policy_b) = (
-        policy(contended::adaptive(), 5),
-        policy(contended::adaptive(), 5),
-    );
-    // Runs one transaction on row `id` and returns, per attempt, whether its session held
-    // the row's named lock (taken before START TRANSACTION); with `interfere`, another
-    // session holds the row (an uncommitted update) when the transaction starts, and the
-    // first attempt's own UPDATE times out after 1 s (1205); that session commits right
-    // after, before the attempt fails.
-    let held_per_attempt = async |pool: &Pool, policy: &RetryPolicy, id: i32, interfere: bool| {
-        let (key, lock) = key(&table, id.into());
-        let update = format!("UPDATE {table} SET v = v + 1 WHERE id = {id}");
-        let mut holder = None;
-        if interfere {
-            let mut conn = connect(&url).await;
-            conn.query_drop("START TRANSACTION").await.unwrap();
-            conn.query_drop(&update).await.unwrap();
-            holder = Some(conn);
-        }
-        let mut held = Vec::new();
-        let options = TxOptions::new().contends_on(key);
-        txretry::mysql_async::transaction_with(pool, policy, &options, async |tx| {
-            let n: Option<i64> = tx
-                .exec_first(
-                    "SELECT COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), 0)",
-                    (&lock,),
-                )
-                .await?;
-            held.push(n.unwrap());
-            if let Some(mut holder) = holder.take() {
-                tx.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
-                    .await?;
-                let blocked = tx.query_drop(&update).await;
-                holder.query_drop("COMMIT").await.unwrap();
-                let err = blocked.expect_err("the other session holds the row");
-                assert_eq!(
-                    txretry::classify(&err).verdict,
-                    Verdict::Transient(TransientKind::LockTimeout),
-                    "{err:?}"
-                );
-                return Err(err);
-            }
-            tx.query_drop(&update).await
-        })
-        .await
-        .unwrap();
-        held
-    };
-    let processes = [(&pool_a, &policy_a), (&pool_b, &policy_b)];
-    for step in contended::STEPS {
-        let (pool, policy) = processes[step.process];
-        let held = held_per_attempt(pool, policy, step.row.try_into().unwrap(), step.collide).await;
-        assert_eq!(held, step.held, "{}", step.what);
-    }
-    assert_eq!(
-        value(&mut observer, &table, 1).await,
-        contended::ROW_1_AFTER
-    );
-    assert_eq!(
-        value(&mut observer, &table, 2).await,
-        contended::ROW_2_AFTER
-    );
-    pool_a.disconnect().await.unwrap();
-    pool_b.disconnect().await.unwrap();
-    drop_table(&url, &table).await;
 }

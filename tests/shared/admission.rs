@@ -6,7 +6,8 @@
 
 use std::future::Future;
 
-use txretry::{Admission, RetryPolicy, TxOptions};
+use txretry::{Admission, RetryPolicy, TransientKind, TxOptions, Verdict};
+use txretry_testkit::contended;
 use txretry_testkit::intervals::{
     self, KEYS, Meet, Meeting, ROUNDS, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
 };
@@ -31,6 +32,14 @@ impl Server {
 
     /// `CREATE TABLE {table}` for the intervals: an `id` the server numbers, the key `k`,
     /// the `process`, and when the transaction `started` and `ended` (microseconds).
+    /// What follows a `CREATE TABLE`'s column list.
+    fn table_options(&self) -> &'static str {
+        match self {
+            Server::Postgres => "",
+            Server::MySql => " ENGINE=InnoDB",
+        }
+    }
+
     fn interval_table(&self, table: &str) -> String {
         match self {
             Server::Postgres => format!(
@@ -53,6 +62,47 @@ pub struct Interval {
     pub k: i64,
     pub process: i64,
     pub meet: Meet,
+}
+
+/// A transaction of `contended_keys_are_locked_after_their_first_collision`: row `id` of
+/// `table`, on the server at `url`.
+pub struct OnRow<'a> {
+    pub url: &'a str,
+    pub table: &'a str,
+    pub id: i64,
+    pub collide: bool,
+}
+
+impl OnRow<'_> {
+    /// The key the transaction contends on.
+    pub fn key(&self) -> (String, i64) {
+        key(self.table, self.id)
+    }
+
+    /// The transaction's write (and, with `collide`, the other session's).
+    pub fn update(&self) -> String {
+        format!("UPDATE {} SET v = v + 1 WHERE id = {}", self.table, self.id)
+    }
+
+    /// A read of the row.
+    pub fn select(&self) -> String {
+        format!("SELECT v FROM {} WHERE id = {}", self.table, self.id)
+    }
+}
+
+/// The error of a write `blocked` behind another session's row lock (on MySQL): a
+/// lock-wait timeout, which the runner retries.
+#[allow(dead_code)] // only the MySQL binaries use it
+pub fn lock_wait_timed_out<T: std::fmt::Debug, E: std::error::Error + 'static>(
+    blocked: Result<T, E>,
+) -> E {
+    let err = blocked.expect_err("the other session holds the row");
+    assert_eq!(
+        txretry::classify(&err).verdict,
+        Verdict::Transient(TransientKind::LockTimeout),
+        "{err:?}"
+    );
+    err
 }
 
 /// What differs between the drivers, for the scenarios here.
@@ -85,6 +135,14 @@ pub trait Driver {
     ) -> impl Future<Output = ()> + Send;
     /// Closes a process's pool.
     fn close(process: Self::Process) -> impl Future<Output = ()> + Send;
+    /// Runs one transaction on `row` (contending on `key(table, id)`) and returns, per
+    /// attempt, how many of the key's locks its session held; with `collide`, the first
+    /// attempt meets a real collision on the row, one the runner retries.
+    fn held_per_attempt(
+        worker: &mut Self::Worker,
+        policy: &RetryPolicy,
+        row: OnRow<'_>,
+    ) -> impl Future<Output = Vec<i64>>;
     /// How many sessions hold (and, on Postgres, wait for) the database lock of `key`.
     fn key_holders(url: &str, key: &(String, i64)) -> impl Future<Output = i64> + Send;
 }
@@ -172,4 +230,57 @@ async fn without_the_database_two_processes_overlap() {
     };
     let overlaps = two_processes(&url, "local", Admission::per_key, true).await;
     assert_overlap(overlaps);
+}
+
+/// `only_for_contended_keys`: a key's first transaction takes no lock on the database; a
+/// real collision on it (see each driver's `held_per_attempt`) turns the locks on for the
+/// retry and for the key's later transactions in this process, not for other keys, and not
+/// in another process that saw no collision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contended_keys_are_locked_after_their_first_collision() {
+    let Some(url) = Db::SERVER.url(&format!("{} admission contended keys", Db::NAME)) else {
+        return;
+    };
+    let url = &url;
+    let table = &txretry_testkit::unique_name(&format!("{}_cont", Db::PREFIX));
+    let options = Db::SERVER.table_options();
+    Db::exec(
+        url,
+        format!("CREATE TABLE {table} (id int PRIMARY KEY, v bigint NOT NULL){options}"),
+    )
+    .await;
+    Db::exec(url, format!("INSERT INTO {table} VALUES (1, 0), (2, 0)")).await;
+    // Processes of this test's own: a first attempt's session setting stays in its session.
+    let mut processes = Vec::new();
+    for name in ["a", "b"] {
+        let process = Db::process(url, &format!("{table}_{name}"), 2).await;
+        let worker = Db::worker(&process).await;
+        processes.push((process, worker, policy(contended::adaptive(), 5)));
+    }
+    for step in contended::STEPS {
+        let (_, worker, policy) = &mut processes[step.process];
+        let (id, collide) = (step.row, step.collide);
+        let row = OnRow {
+            url,
+            table,
+            id,
+            collide,
+        };
+        let held = Db::held_per_attempt(worker, policy, row).await;
+        assert_eq!(held, step.held, "{}", step.what);
+    }
+    for (id, after) in [(1, contended::ROW_1_AFTER), (2, contended::ROW_2_AFTER)] {
+        let row = OnRow {
+            url,
+            table,
+            id,
+            collide: false,
+        };
+        let v = Db::query_i64(url, row.select()).await;
+        assert_eq!(v, after, "row {id}");
+    }
+    for (process, _, _) in processes {
+        Db::close(process).await;
+    }
+    Db::exec(url, format!("DROP TABLE IF EXISTS {table}")).await;
 }

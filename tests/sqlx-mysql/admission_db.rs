@@ -15,11 +15,10 @@ use txretry::{
     Admission, Code, KeyHash, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions,
     Verdict,
 };
-use txretry_testkit::contended;
 use txretry_testkit::intervals::{WAIT, policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Driver, Interval, Server};
+use crate::admission::{Driver, Interval, OnRow, Server, lock_wait_timed_out};
 use crate::common::{connect, exec, sql};
 
 fn url(test: &str) -> Option<String> {
@@ -148,20 +147,56 @@ impl Driver for Db {
         pool.close().await;
     }
 
+    /// Counts whether its session holds the row's named lock (taken before START
+    /// TRANSACTION). With `collide`, another session holds the row (an uncommitted update)
+    /// when the transaction starts, and the first attempt's own UPDATE times out after 1 s
+    /// (1205, a lock-wait timeout); that session commits right after, before the attempt
+    /// fails.
+    async fn held_per_attempt(
+        pool: &mut MySqlPool,
+        policy: &RetryPolicy,
+        row: OnRow<'_>,
+    ) -> Vec<i64> {
+        let lock = lock_name(&row.key());
+        let update = row.update();
+        let mut holder = None;
+        if row.collide {
+            let mut conn = connect(row.url).await;
+            exec(&mut conn, format!("START TRANSACTION; {update}")).await;
+            holder = Some(conn);
+        }
+        let mut held = Vec::new();
+        let options = TxOptions::new().contends_on(row.key());
+        txretry::sqlx::transaction_with(&*pool, policy, &options, async |tx| {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT CAST(COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), 0) AS SIGNED)",
+            )
+            .bind(&lock)
+            .fetch_one(&mut **tx)
+            .await?;
+            held.push(n);
+            if let Some(mut holder) = holder.take() {
+                sqlx::query("SET SESSION innodb_lock_wait_timeout = 1")
+                    .execute(&mut **tx)
+                    .await?;
+                let blocked = sqlx::query(sql(update.clone())).execute(&mut **tx).await;
+                exec(&mut holder, "COMMIT".into()).await;
+                return Err(lock_wait_timed_out(blocked));
+            }
+            sqlx::query(sql(update.clone())).execute(&mut **tx).await?;
+            Ok::<_, sqlx::Error>(())
+        })
+        .await
+        .unwrap();
+        held
+    }
+
     async fn key_holders(url: &str, key: &(String, i64)) -> i64 {
         let lock = lock_name(key);
         lock_holder(&mut connect(url).await, &lock)
             .await
             .map_or(0, |_| 1)
     }
-}
-
-async fn drop_table(url: &str, table: &str) {
-    exec(
-        &mut connect(url).await,
-        format!("DROP TABLE IF EXISTS {table}"),
-    )
-    .await;
 }
 
 /// A transaction under `options`' keys that does nothing (the runner's future).
@@ -542,94 +577,4 @@ async fn an_interrupted_wait_is_permanent() {
     release.notify_one();
     within(holder).await.unwrap().unwrap();
     assert_eq!(lock_holder(&mut observer, &lock).await, None);
-}
-
-/// `only_for_contended_keys`: a key's first transaction takes no named lock; a real
-/// collision on it (a lock-wait timeout, 1205, on a row another session holds) turns the
-/// locks on for the retry and for the key's later transactions in this process, not for
-/// other keys, and not in another process that saw no collision.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn contended_keys_are_locked_after_their_first_collision() {
-    let Some(url) = url("sqlx-mysql admission_db contended keys") else {
-        return;
-    };
-    let table = txretry_testkit::unique_name("adm_my_cont");
-    exec(
-        &mut connect(&url).await,
-        format!(
-            "CREATE TABLE {table} (id int PRIMARY KEY, v int NOT NULL) ENGINE=InnoDB;
-             INSERT INTO {table} VALUES (1, 0), (2, 0)"
-        ),
-    )
-    .await;
-    // Pools of this test's own: the first attempt's session setting stays in its session.
-    let (pool_a, pool_b) = (process(&url, 2).await, process(&url, 2).await);
-    let (policy_a, policy_b) = (
-        policy(contended::adaptive(), 5),
-        policy(contended::adaptive(), 5),
-    );
-    // Runs one transaction on row `id` and returns, per attempt, whether its session held
-    // the row's named lock (taken before START TRANSACTION); with `interfere`, another
-    // session holds the row (an uncommitted update) when the transaction starts, and the
-    // first attempt's own UPDATE times out after 1 s (1205); that session commits right
-    // after, before the attempt fails.
-    let held_per_attempt =
-        async |pool: &MySqlPool, policy: &RetryPolicy, id: i64, interfere: bool| {
-            let (key, lock) = key(&table, id);
-            let update = format!("UPDATE {table} SET v = v + 1 WHERE id = {id}");
-            let mut holder = None;
-            if interfere {
-                let mut conn = connect(&url).await;
-                exec(&mut conn, format!("START TRANSACTION; {update}")).await;
-                holder = Some(conn);
-            }
-            let mut held = Vec::new();
-            let options = TxOptions::new().contends_on(key);
-            txretry::sqlx::transaction_with(pool, policy, &options, async |tx| {
-                let n: i64 = sqlx::query_scalar(
-                    "SELECT CAST(COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), 0) AS SIGNED)",
-                )
-                .bind(&lock)
-                .fetch_one(&mut **tx)
-                .await?;
-                held.push(n);
-                if let Some(mut holder) = holder.take() {
-                    sqlx::query("SET SESSION innodb_lock_wait_timeout = 1")
-                        .execute(&mut **tx)
-                        .await?;
-                    let blocked = sqlx::query(sql(update.clone())).execute(&mut **tx).await;
-                    exec(&mut holder, "COMMIT".into()).await;
-                    let err = blocked.expect_err("the other session holds the row");
-                    assert_eq!(
-                        txretry::classify(&err).verdict,
-                        Verdict::Transient(TransientKind::LockTimeout),
-                        "{err:?}"
-                    );
-                    return Err(err);
-                }
-                sqlx::query(sql(update.clone())).execute(&mut **tx).await?;
-                Ok::<_, sqlx::Error>(())
-            })
-            .await
-            .unwrap();
-            held
-        };
-    let processes = [(&pool_a, &policy_a), (&pool_b, &policy_b)];
-    for step in contended::STEPS {
-        let (pool, policy) = processes[step.process];
-        let held = held_per_attempt(pool, policy, step.row, step.collide).await;
-        assert_eq!(held, step.held, "{}", step.what);
-    }
-    let mut observer = connect(&url).await;
-    let v: i32 = sqlx::query_scalar(sql(format!("SELECT v FROM {table} WHERE id = 1")))
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    assert_eq!(i64::from(v), contended::ROW_1_AFTER);
-    let v: i32 = sqlx::query_scalar(sql(format!("SELECT v FROM {table} WHERE id = 2")))
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    assert_eq!(i64::from(v), contended::ROW_2_AFTER);
-    drop_table(&url, &table).await;
 }

@@ -15,11 +15,10 @@ use txretry::{
     Admission, Backoff, Code, Isolation, KeyHash, Phase, RetryPolicy, SqlState, StopReason,
     TransientKind, TxOptions, Verdict,
 };
-use txretry_testkit::contended;
 use txretry_testkit::intervals::{policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Driver, Interval, Server};
+use crate::admission::{Driver, Interval, OnRow, Server};
 use crate::common::{connect, exec, sql};
 
 fn url(test: &str) -> Option<String> {
@@ -139,6 +138,35 @@ impl Driver for Db {
 
     async fn close(pool: PgPool) {
         pool.close().await;
+    }
+
+    /// Under REPEATABLE READ; counts the advisory locks its session holds. With `collide`,
+    /// the first attempt first reads the row (taking the snapshot) and has another session
+    /// update it, so the attempt's own UPDATE fails with 40001 (a serialization failure).
+    async fn held_per_attempt(pool: &mut PgPool, policy: &RetryPolicy, row: OnRow<'_>) -> Vec<i64> {
+        let mut held = Vec::new();
+        let update = row.update();
+        let options = TxOptions::new()
+            .isolation(Isolation::RepeatableRead)
+            .contends_on(row.key());
+        txretry::sqlx::transaction_with(&*pool, policy, &options, async |tx| {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_locks
+                 WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted",
+            )
+            .fetch_one(&mut **tx)
+            .await?;
+            held.push(n);
+            if row.collide && held.len() == 1 {
+                sqlx::query(sql(row.select())).execute(&mut **tx).await?;
+                exec(&mut connect(row.url).await, update.clone()).await;
+            }
+            sqlx::query(sql(update.clone())).execute(&mut **tx).await?;
+            Ok::<_, sqlx::Error>(())
+        })
+        .await
+        .unwrap();
+        held
     }
 
     async fn key_holders(url: &str, key: &(String, i64)) -> i64 {
@@ -502,82 +530,6 @@ async fn repeatable_read_sees_what_the_previous_holder_committed() {
         .await
         .unwrap();
     assert_eq!(v, 2);
-    drop_table(&url, &table).await;
-}
-
-/// `only_for_contended_keys`: a key's first transaction takes no advisory lock; a real
-/// serialization failure on it (another session updated the row after this attempt's
-/// snapshot) turns the locks on for the retry and for the key's later transactions in
-/// this process, not for other keys, and not in another process that saw no collision.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn contended_keys_are_locked_after_their_first_collision() {
-    let Some(url) = url("sqlx-postgres admission_db contended keys") else {
-        return;
-    };
-    let table = txretry_testkit::unique_name("adm_pg_cont");
-    exec(
-        &mut connect(&url).await,
-        format!(
-            "CREATE TABLE {table} (id int PRIMARY KEY, v int NOT NULL);
-             INSERT INTO {table} VALUES (1, 0), (2, 0)"
-        ),
-    )
-    .await;
-    let (pool_a, pool_b) = (
-        process(&url, &format!("{table}_a"), 2).await,
-        process(&url, &format!("{table}_b"), 2).await,
-    );
-    let (policy_a, policy_b) = (
-        policy(contended::adaptive(), 5),
-        policy(contended::adaptive(), 5),
-    );
-    let on_row = |id: i64| {
-        TxOptions::new()
-            .isolation(Isolation::RepeatableRead)
-            .contends_on(key(&table, id).0)
-    };
-    // Runs one transaction on row `id` and returns, per attempt, how many advisory locks
-    // its session held; on the first attempt only, `interfere` first reads the row (taking
-    // the snapshot) and has another session update it, so the attempt's own UPDATE fails
-    // with 40001.
-    let held_per_attempt = async |pool: &PgPool, policy: &RetryPolicy, id: i64, interfere: bool| {
-        let mut held = Vec::new();
-        let update = format!("UPDATE {table} SET v = v + 1 WHERE id = {id}");
-        txretry::sqlx::transaction_with(pool, policy, &on_row(id), async |tx| {
-            let n: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_locks
-                 WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted",
-            )
-            .fetch_one(&mut **tx)
-            .await?;
-            held.push(n);
-            if interfere && held.len() == 1 {
-                sqlx::query(sql(format!("SELECT v FROM {table} WHERE id = {id}")))
-                    .execute(&mut **tx)
-                    .await?;
-                exec(&mut connect(&url).await, update.clone()).await;
-            }
-            sqlx::query(sql(update.clone())).execute(&mut **tx).await?;
-            Ok::<_, sqlx::Error>(())
-        })
-        .await
-        .unwrap();
-        held
-    };
-    let processes = [(&pool_a, &policy_a), (&pool_b, &policy_b)];
-    for step in contended::STEPS {
-        let (pool, policy) = processes[step.process];
-        let held = held_per_attempt(pool, policy, step.row, step.collide).await;
-        assert_eq!(held, step.held, "{}", step.what);
-    }
-    let mut observer = connect(&url).await;
-    for (id, after) in [(1, contended::ROW_1_AFTER), (2, contended::ROW_2_AFTER)] {
-        let v: i32 = sqlx::query_scalar(sql(format!("SELECT v FROM {table} WHERE id = {id}")))
-            .fetch_one(&mut observer)
-            .await
-            .unwrap();
-        assert_eq!(i64::from(v), after, "row {id}");
-    }
     drop_table(&url, &table).await;
 }
 

@@ -15,12 +15,10 @@ use txretry::{
     Admission, Code, Isolation, KeyHash, Phase, RetryPolicy, SqlState, StopReason, TransientKind,
     TxError, TxOptions, Verdict,
 };
-use txretry_testkit::contended;
 use txretry_testkit::intervals::{policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Driver, Interval, Server};
-use crate::common::{create_rows, value};
+use crate::admission::{Driver, Interval, OnRow, Server};
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::postgres_url(test)
@@ -135,6 +133,46 @@ impl Driver for Db {
 
     async fn close(_: (String, String)) {}
 
+    /// Under REPEATABLE READ; counts the advisory locks its session holds (the
+    /// runner takes them right after BEGIN, before the closure). With `collide`,
+    /// the first attempt first reads the row (taking the snapshot) and has another session
+    /// update it, so the attempt's own UPDATE fails with 40001 (a serialization failure).
+    async fn held_per_attempt(
+        client: &mut Client,
+        policy: &RetryPolicy,
+        row: OnRow<'_>,
+    ) -> Vec<i64> {
+        let mut held = Vec::new();
+        let update = row.update();
+        let options = TxOptions::new()
+            .isolation(Isolation::RepeatableRead)
+            .contends_on(row.key());
+        txretry::tokio_postgres::transaction_with(client, policy, &options, async |tx| {
+            let n: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM pg_locks
+                     WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted",
+                    &[],
+                )
+                .await?
+                .get(0);
+            held.push(n);
+            if row.collide && held.len() == 1 {
+                tx.batch_execute(&row.select()).await?;
+                connect_as(row.url, &format!("{}_other", row.table))
+                    .await
+                    .batch_execute(&update)
+                    .await
+                    .unwrap();
+            }
+            tx.batch_execute(&update).await?;
+            Ok::<_, tokio_postgres::Error>(())
+        })
+        .await
+        .unwrap();
+        held
+    }
+
     async fn key_holders(url: &str, key: &(String, i64)) -> i64 {
         advisory_holders(
             &connect_as(url, "observer").await,
@@ -142,14 +180,6 @@ impl Driver for Db {
         )
         .await
     }
-}
-
-async fn drop_table(url: &str, table: &str) {
-    connect_as(url, "setup")
-        .await
-        .batch_execute(&format!("DROP TABLE IF EXISTS {table}"))
-        .await
-        .unwrap();
 }
 
 type Held = tokio::task::JoinHandle<Result<(), TxError<tokio_postgres::Error>>>;
@@ -457,78 +487,6 @@ async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
     .unwrap();
     assert_eq!(setting, "7s");
     assert_eq!(advisory_holders(&observer, id).await, 0);
-}
-
-/// `only_for_contended_keys`: a key's first transaction takes no advisory lock; a real
-/// serialization failure on it (another session updated the row after this attempt's
-/// snapshot) turns the locks on for the retry and for the key's later transactions in
-/// this process, not for other keys, and not in another process that saw no collision.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn contended_keys_are_locked_after_their_first_collision() {
-    let Some(url) = url("tokio_postgres::admission_db contended keys") else {
-        return;
-    };
-    let table = txretry_testkit::unique_name("adm_tp_cont");
-    let observer = connect_as(&url, "observer").await;
-    create_rows(&observer, &table, 2).await;
-    let (client_a, client_b) = (
-        connect_as(&url, &format!("{table}_a")).await,
-        connect_as(&url, &format!("{table}_b")).await,
-    );
-    let (policy_a, policy_b) = (
-        policy(contended::adaptive(), 5),
-        policy(contended::adaptive(), 5),
-    );
-    let on_row = |id: i32| {
-        TxOptions::new()
-            .isolation(Isolation::RepeatableRead)
-            .contends_on(key(&table, id.into()).0)
-    };
-    // Runs one transaction on row `id` and returns, per attempt, how many advisory locks
-    // its session held (the runner takes them right after BEGIN, before the closure); on
-    // the first attempt only, `interfere` first reads the row (taking the snapshot) and
-    // has another session update it, so the attempt's own UPDATE fails with 40001.
-    let held_per_attempt =
-        async |client: &mut Client, policy: &RetryPolicy, id: i32, interfere: bool| {
-            let mut held = Vec::new();
-            let update = format!("UPDATE {table} SET v = v + 1 WHERE id = {id}");
-            txretry::tokio_postgres::transaction_with(client, policy, &on_row(id), async |tx| {
-                let n: i64 = tx
-                    .query_one(
-                        "SELECT count(*) FROM pg_locks
-                         WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted",
-                        &[],
-                    )
-                    .await?
-                    .get(0);
-                held.push(n);
-                if interfere && held.len() == 1 {
-                    tx.batch_execute(&format!("SELECT v FROM {table} WHERE id = {id}"))
-                        .await?;
-                    connect_as(&url, &format!("{table}_other"))
-                        .await
-                        .batch_execute(&update)
-                        .await
-                        .unwrap();
-                }
-                tx.batch_execute(&update).await?;
-                Ok::<_, tokio_postgres::Error>(())
-            })
-            .await
-            .unwrap();
-            held
-        };
-    let mut clients = [client_a, client_b];
-    let policies = [policy_a, policy_b];
-    for step in contended::STEPS {
-        let (client, policy) = (&mut clients[step.process], &policies[step.process]);
-        let held =
-            held_per_attempt(client, policy, step.row.try_into().unwrap(), step.collide).await;
-        assert_eq!(held, step.held, "{}", step.what);
-    }
-    assert_eq!(value(&observer, &table, 1).await, contended::ROW_1_AFTER);
-    assert_eq!(value(&observer, &table, 2).await, contended::ROW_2_AFTER);
-    drop_table(&url, &table).await;
 }
 
 /// A key nobody holds is tried in one statement and held for the whole transaction; a key
