@@ -20,7 +20,7 @@ use txretry::{
 use txretry_testkit::intervals::{WAIT, policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Driver, Interval, OnRow, Server, lock_wait_timed_out};
+use crate::admission::{Binary, Driver, Interval, OnRow, Server, lock_wait_timed_out};
 use crate::common::wait_until_session_gone as wait_until_gone;
 
 fn url(test: &str) -> Option<String> {
@@ -92,9 +92,7 @@ async fn wait_for_get_lock(observer: &mut Conn, lock: &str) -> u64 {
 pub struct Db;
 
 impl Driver for Db {
-    const NAME: &'static str = "mysql_async";
-    const PREFIX: &'static str = "adm_ma";
-    const SERVER: Server = Server::MySql;
+    const BINARY: Binary = Binary::new("mysql_async", "adm_ma", Server::MySql);
     type Process = Pool;
     type Worker = Pool;
 
@@ -115,16 +113,12 @@ impl Driver for Db {
     }
 
     async fn record(pool: &mut Pool, policy: &RetryPolicy, options: &TxOptions, i: Interval) {
-        let insert = format!(
-            "INSERT INTO {} (k, process, started, ended) VALUES (?, ?, NOW(6), NOW(6))",
-            i.table
-        );
-        let update = format!("UPDATE {} SET ended = NOW(6) WHERE id = ?", i.table);
+        let (insert, update) = (i.insert(), i.update());
         txretry::mysql_async::transaction_with(&*pool, policy, options, async move |tx| {
             tx.exec_drop(&insert, (i.k, i.process)).await?;
             let id = tx.last_insert_id().expect("an auto-increment id");
             i.meet.meet().await;
-            tx.query_drop("DO SLEEP(0.002)").await?;
+            tx.query_drop(i.sleep()).await?;
             tx.exec_drop(&update, (id,)).await
         })
         .await

@@ -105,13 +105,64 @@ pub fn lock_wait_timed_out<T: std::fmt::Debug, E: std::error::Error + 'static>(
     err
 }
 
+impl Interval {
+    /// The row's INSERT: `k` and `process` are its parameters; on Postgres it returns the
+    /// row's `id`.
+    pub fn insert(&self) -> String {
+        let table = &self.table;
+        match Db::BINARY.server {
+            Server::Postgres => format!(
+                "INSERT INTO {table} (k, process, started, ended)
+                 VALUES ($1, $2, clock_timestamp(), clock_timestamp()) RETURNING id"
+            ),
+            Server::MySql => format!(
+                "INSERT INTO {table} (k, process, started, ended) VALUES (?, ?, NOW(6), NOW(6))"
+            ),
+        }
+    }
+
+    /// The sleep in the server, inside the transaction.
+    pub fn sleep(&self) -> &'static str {
+        match Db::BINARY.server {
+            Server::Postgres => "SELECT pg_sleep(0.002)",
+            Server::MySql => "DO SLEEP(0.002)",
+        }
+    }
+
+    /// The row's UPDATE of `ended`: the `id` is its parameter.
+    pub fn update(&self) -> String {
+        let table = &self.table;
+        match Db::BINARY.server {
+            Server::Postgres => {
+                format!("UPDATE {table} SET ended = clock_timestamp() WHERE id = $1")
+            }
+            Server::MySql => format!("UPDATE {table} SET ended = NOW(6) WHERE id = ?"),
+        }
+    }
+}
+
+/// Which binary runs the scenarios.
+pub struct Binary {
+    /// The test binary, for naming tests in skip messages.
+    pub name: &'static str,
+    /// How its tables begin (`adm_pg`, `adm_my`, …).
+    pub prefix: &'static str,
+    pub server: Server,
+}
+
+impl Binary {
+    pub const fn new(name: &'static str, prefix: &'static str, server: Server) -> Self {
+        Binary {
+            name,
+            prefix,
+            server,
+        }
+    }
+}
+
 /// What differs between the drivers, for the scenarios here.
 pub trait Driver {
-    /// The test binary, for naming tests in skip messages.
-    const NAME: &'static str;
-    /// How this binary's tables begin (`adm_pg`, `adm_my`, …).
-    const PREFIX: &'static str;
-    const SERVER: Server;
+    const BINARY: Binary;
     /// A process: a pool, or what its workers need to open sessions of their own.
     type Process: Send;
     /// What one worker of a process runs its transactions on: a clone of the pool, or a
@@ -164,8 +215,8 @@ async fn two_processes(
     admission: fn() -> Admission,
     barrier: bool,
 ) -> i64 {
-    let table = &txretry_testkit::unique_name(&format!("{}_{prefix}", Db::PREFIX));
-    Db::exec(url, Db::SERVER.interval_table(table)).await;
+    let table = &txretry_testkit::unique_name(&format!("{}_{prefix}", Db::BINARY.prefix));
+    Db::exec(url, Db::BINARY.server.interval_table(table)).await;
     let meeting = Meeting::new(barrier);
     let mut tasks = tokio::task::JoinSet::new();
     let mut processes = Vec::new();
@@ -214,7 +265,10 @@ async fn two_processes(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_never_run_one_key_at_once() {
-    let Some(url) = Db::SERVER.url(&format!("{} admission never_overlap", Db::NAME)) else {
+    let Some(url) = Db::BINARY
+        .server
+        .url(&format!("{} admission never_overlap", Db::BINARY.name))
+    else {
         return;
     };
     let overlaps = two_processes(&url, "shared", shared, false).await;
@@ -225,7 +279,10 @@ async fn two_processes_never_run_one_key_at_once() {
 /// same key at once (forced here, so it does not depend on timing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_database_two_processes_overlap() {
-    let Some(url) = Db::SERVER.url(&format!("{} admission overlap", Db::NAME)) else {
+    let Some(url) = Db::BINARY
+        .server
+        .url(&format!("{} admission overlap", Db::BINARY.name))
+    else {
         return;
     };
     let overlaps = two_processes(&url, "local", Admission::per_key, true).await;
@@ -238,12 +295,15 @@ async fn without_the_database_two_processes_overlap() {
 /// in another process that saw no collision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contended_keys_are_locked_after_their_first_collision() {
-    let Some(url) = Db::SERVER.url(&format!("{} admission contended keys", Db::NAME)) else {
+    let Some(url) = Db::BINARY
+        .server
+        .url(&format!("{} admission contended keys", Db::BINARY.name))
+    else {
         return;
     };
     let url = &url;
-    let table = &txretry_testkit::unique_name(&format!("{}_cont", Db::PREFIX));
-    let options = Db::SERVER.table_options();
+    let table = &txretry_testkit::unique_name(&format!("{}_cont", Db::BINARY.prefix));
+    let options = Db::BINARY.server.table_options();
     Db::exec(
         url,
         format!("CREATE TABLE {table} (id int PRIMARY KEY, v bigint NOT NULL){options}"),

@@ -18,7 +18,7 @@ use txretry::{
 use txretry_testkit::intervals::{WAIT, policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Driver, Interval, OnRow, Server, lock_wait_timed_out};
+use crate::admission::{Binary, Driver, Interval, OnRow, Server, lock_wait_timed_out};
 use crate::common::{connect, exec, sql};
 
 fn url(test: &str) -> Option<String> {
@@ -93,9 +93,7 @@ async fn wait_until_gone(observer: &mut MySqlConnection, id: u64) {
 pub struct Db;
 
 impl Driver for Db {
-    const NAME: &'static str = "sqlx-mysql";
-    const PREFIX: &'static str = "adm_my";
-    const SERVER: Server = Server::MySql;
+    const BINARY: Binary = Binary::new("sqlx-mysql", "adm_my", Server::MySql);
     type Process = MySqlPool;
     type Worker = MySqlPool;
 
@@ -119,11 +117,7 @@ impl Driver for Db {
     }
 
     async fn record(pool: &mut MySqlPool, policy: &RetryPolicy, options: &TxOptions, i: Interval) {
-        let insert = format!(
-            "INSERT INTO {} (k, process, started, ended) VALUES (?, ?, NOW(6), NOW(6))",
-            i.table
-        );
-        let update = format!("UPDATE {} SET ended = NOW(6) WHERE id = ?", i.table);
+        let (insert, update) = (i.insert(), i.update());
         txretry::sqlx::transaction_with(&*pool, policy, options, async move |tx| {
             let id = sqlx::query(sql(insert.clone()))
                 .bind(i.k)
@@ -132,7 +126,7 @@ impl Driver for Db {
                 .await?
                 .last_insert_id();
             i.meet.meet().await;
-            sqlx::query("DO SLEEP(0.002)").execute(&mut **tx).await?;
+            sqlx::query(i.sleep()).execute(&mut **tx).await?;
             sqlx::query(sql(update.clone()))
                 .bind(id)
                 .execute(&mut **tx)

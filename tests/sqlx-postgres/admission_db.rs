@@ -18,7 +18,7 @@ use txretry::{
 use txretry_testkit::intervals::{policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Driver, Interval, OnRow, Server};
+use crate::admission::{Binary, Driver, Interval, OnRow, Server};
 use crate::common::{connect, exec, sql};
 
 fn url(test: &str) -> Option<String> {
@@ -83,9 +83,7 @@ fn key(table: &str, n: i64) -> ((String, i64), i64) {
 pub struct Db;
 
 impl Driver for Db {
-    const NAME: &'static str = "sqlx-postgres";
-    const PREFIX: &'static str = "adm_pg";
-    const SERVER: Server = Server::Postgres;
+    const BINARY: Binary = Binary::new("sqlx-postgres", "adm_pg", Server::Postgres);
     type Process = PgPool;
     type Worker = PgPool;
 
@@ -110,26 +108,17 @@ impl Driver for Db {
 
     async fn record(pool: &mut PgPool, policy: &RetryPolicy, options: &TxOptions, i: Interval) {
         txretry::sqlx::transaction_with(&*pool, policy, options, async move |tx| {
-            let id: i64 = sqlx::query_scalar(sql(format!(
-                "INSERT INTO {} (k, process, started, ended)
-                 VALUES ($1, $2, clock_timestamp(), clock_timestamp()) RETURNING id",
-                i.table
-            )))
-            .bind(i.k)
-            .bind(i.process)
-            .fetch_one(&mut **tx)
-            .await?;
+            let id: i64 = sqlx::query_scalar(sql(i.insert()))
+                .bind(i.k)
+                .bind(i.process)
+                .fetch_one(&mut **tx)
+                .await?;
             i.meet.meet().await;
-            sqlx::query("SELECT pg_sleep(0.002)")
+            sqlx::query(i.sleep()).execute(&mut **tx).await?;
+            sqlx::query(sql(i.update()))
+                .bind(id)
                 .execute(&mut **tx)
                 .await?;
-            sqlx::query(sql(format!(
-                "UPDATE {} SET ended = clock_timestamp() WHERE id = $1",
-                i.table
-            )))
-            .bind(id)
-            .execute(&mut **tx)
-            .await?;
             Ok::<_, sqlx::Error>(())
         })
         .await

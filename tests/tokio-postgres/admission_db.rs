@@ -18,7 +18,7 @@ use txretry::{
 use txretry_testkit::intervals::{policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Driver, Interval, OnRow, Server};
+use crate::admission::{Binary, Driver, Interval, OnRow, Server};
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::postgres_url(test)
@@ -82,9 +82,7 @@ fn key(name: &str, n: i64) -> ((String, i64), i64) {
 pub struct Db;
 
 impl Driver for Db {
-    const NAME: &'static str = "tokio_postgres";
-    const PREFIX: &'static str = "adm_tp";
-    const SERVER: Server = Server::Postgres;
+    const BINARY: Binary = Binary::new("tokio_postgres", "adm_tp", Server::Postgres);
     /// The URL and the sessions' `application_name`.
     type Process = (String, String);
     type Worker = Client;
@@ -111,19 +109,11 @@ impl Driver for Db {
     }
 
     async fn record(client: &mut Client, policy: &RetryPolicy, options: &TxOptions, i: Interval) {
-        let insert = format!(
-            "INSERT INTO {} (k, process, started, ended)
-             VALUES ($1, $2, clock_timestamp(), clock_timestamp()) RETURNING id",
-            i.table
-        );
-        let update = format!(
-            "UPDATE {} SET ended = clock_timestamp() WHERE id = $1",
-            i.table
-        );
+        let (insert, update) = (i.insert(), i.update());
         txretry::tokio_postgres::transaction_with(client, policy, options, async move |tx| {
             let id: i64 = tx.query_one(&insert, &[&i.k, &i.process]).await?.get(0);
             i.meet.meet().await;
-            tx.batch_execute("SELECT pg_sleep(0.002)").await?;
+            tx.batch_execute(i.sleep()).await?;
             tx.execute(&update, &[&id]).await?;
             Ok::<_, tokio_postgres::Error>(())
         })
