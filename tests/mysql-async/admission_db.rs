@@ -3,7 +3,8 @@
 //! `Admission`, so only the database can make them take turns. The pools do not reset
 //! connections they get back (`reset_connection=false`, which would also drop named
 //! locks), so only the runner's own release keeps them clean. Every wait is observed in
-//! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed.
+//! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed. The
+//! scenarios every driver has are in `tests/shared/admission.rs`; [`Db`] is how they run here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -16,13 +17,11 @@ use txretry::{
     Admission, Code, KeyHash, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions,
     Verdict,
 };
-use txretry_testkit::contended;
-use txretry_testkit::intervals::{
-    self, KEYS, Meeting, ROUNDS, WAIT, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
-};
+use txretry_testkit::intervals::{WAIT, policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::common::{create_rows, value, wait_until_session_gone as wait_until_gone};
+use crate::admission::{Binary, Driver, Interval, OnRow, Server, lock_wait_timed_out};
+use crate::common::wait_until_session_gone as wait_until_gone;
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::mysql_url(test)
@@ -44,8 +43,13 @@ async fn connect(url: &str) -> Conn {
 /// The key a test's transactions contend on, and the name of its named lock.
 fn key(name: &str, n: i64) -> ((String, i64), String) {
     let key = (name.to_string(), n);
-    let lock = format!("txretry:{:016x}", KeyHash::of(&key).to_u64());
+    let lock = lock_name(&key);
     (key, lock)
+}
+
+/// The name of `key`'s named lock.
+fn lock_name(key: &(String, i64)) -> String {
+    format!("txretry:{:016x}", KeyHash::of(key).to_u64())
 }
 
 /// The session's id.
@@ -84,98 +88,92 @@ async fn wait_for_get_lock(observer: &mut Conn, lock: &str) -> u64 {
     waiter.unwrap()
 }
 
-/// Two processes (see `txretry_testkit::intervals`: `WORKERS` tasks × `ROUNDS` transactions
-/// on `KEYS` keys each) against a new interval table named from `prefix`, dropped after;
-/// each transaction records when it ran, inside the transaction (after its locks). With
-/// `barrier`, the first transaction of worker 0 in each process waits for the other's
-/// inside the transaction, so the two certainly overlap unless something keeps them apart.
-/// Returns how many pairs of intervals on one key overlap.
-async fn two_processes(
-    url: &str,
-    prefix: &str,
-    admission: fn() -> Admission,
-    barrier: bool,
-) -> i64 {
-    let table = &interval_table(url, prefix).await;
-    let meeting = Meeting::new(barrier);
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut pools = Vec::new();
-    for process_id in 0..intervals::PROCESSES {
-        let pool = process(url, WORKERS as usize);
-        let policy = policy(admission(), 100);
-        pools.push(pool.clone());
-        for worker in 0..WORKERS {
-            let (pool, policy, table, meeting) = (
-                pool.clone(),
-                policy.clone(),
-                table.to_string(),
-                meeting.clone(),
-            );
-            tasks.spawn(async move {
-                for round in 0..ROUNDS {
-                    let n = intervals::key_of(worker, round);
-                    let options = TxOptions::new().contends_on(key(&table, n).0);
-                    let meet = meeting.for_round(worker, round);
-                    let insert = format!(
-                        "INSERT INTO {table} (k, process, started, ended) VALUES (?, ?, NOW(6), NOW(6))"
-                    );
-                    let update = format!("UPDATE {table} SET ended = NOW(6) WHERE id = ?");
-                    txretry::mysql_async::transaction_with(&pool, &policy, &options, async move |tx| {
-                        tx.exec_drop(&insert, (n, process_id)).await?;
-                        let id = tx.last_insert_id().expect("an auto-increment id");
-                        meet.meet().await;
-                        tx.query_drop("DO SLEEP(0.002)").await?;
-                        tx.exec_drop(&update, (id,)).await
-                    })
-                    .await
-                    .unwrap();
-                }
-            });
-        }
+/// mysql_async for the scenarios of `tests/shared/admission.rs`.
+pub struct Db;
+
+impl Driver for Db {
+    const BINARY: Binary = Binary::new("mysql_async", "adm_ma", Server::MySql);
+    type Process = Pool;
+    type Worker = Pool;
+
+    async fn exec(url: &str, sql: String) {
+        connect(url).await.query_drop(sql).await.unwrap();
     }
-    intervals::join_all(tasks).await;
-    let mut observer = connect(url).await;
-    // Back in the pools, the connections hold no named lock.
-    for n in 0..KEYS {
-        assert_eq!(lock_holder(&mut observer, &key(table, n).1).await, None);
+
+    async fn query_i64(url: &str, sql: String) -> i64 {
+        connect(url).await.query_first(sql).await.unwrap().unwrap()
     }
-    for pool in pools {
+
+    async fn process(url: &str, _app: &str, workers: u32) -> Pool {
+        process(url, workers as usize)
+    }
+
+    async fn worker(pool: &Pool) -> Pool {
+        pool.clone()
+    }
+
+    async fn record(pool: &mut Pool, policy: &RetryPolicy, options: &TxOptions, i: Interval) {
+        let (insert, update) = (i.insert(), i.update());
+        txretry::mysql_async::transaction_with(&*pool, policy, options, async move |tx| {
+            tx.exec_drop(&insert, (i.k, i.process)).await?;
+            let id = tx.last_insert_id().expect("an auto-increment id");
+            i.meet.meet().await;
+            tx.query_drop(i.sleep()).await?;
+            tx.exec_drop(&update, (id,)).await
+        })
+        .await
+        .unwrap();
+    }
+
+    async fn close(pool: Pool) {
         pool.disconnect().await.unwrap();
     }
-    let rows: Option<i64> = observer
-        .query_first(format!("SELECT count(*) FROM {table}"))
-        .await
-        .unwrap();
-    intervals::assert_all_committed(rows.unwrap());
-    let overlaps = observer
-        .query_first(intervals::overlaps_sql(table))
-        .await
-        .unwrap()
-        .unwrap();
-    drop_table(url, table).await;
-    overlaps
-}
 
-async fn interval_table(url: &str, prefix: &str) -> String {
-    let table = txretry_testkit::unique_name(prefix);
-    connect(url)
-        .await
-        .query_drop(format!(
-            "CREATE TABLE {table} (id bigint AUTO_INCREMENT PRIMARY KEY, k bigint NOT NULL,
-                                   process bigint NOT NULL, started datetime(6) NOT NULL,
-                                   ended datetime(6) NOT NULL) ENGINE=InnoDB"
-        ))
+    /// Counts whether its session holds the row's named lock (taken before START
+    /// TRANSACTION). With `collide`, another session holds the row (an uncommitted update)
+    /// when the transaction starts, and the first attempt's own UPDATE times out after 1 s
+    /// (1205, a lock-wait timeout); that session commits right after, before the attempt
+    /// fails.
+    async fn held_per_attempt(pool: &mut Pool, policy: &RetryPolicy, row: OnRow<'_>) -> Vec<i64> {
+        let lock = lock_name(&row.key());
+        let update = row.update();
+        let mut holder = None;
+        if row.collide {
+            let mut conn = connect(row.url).await;
+            conn.query_drop("START TRANSACTION").await.unwrap();
+            conn.query_drop(&update).await.unwrap();
+            holder = Some(conn);
+        }
+        let mut held = Vec::new();
+        let options = TxOptions::new().contends_on(row.key());
+        txretry::mysql_async::transaction_with(&*pool, policy, &options, async |tx| {
+            let n: Option<i64> = tx
+                .exec_first(
+                    "SELECT COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), 0)",
+                    (&lock,),
+                )
+                .await?;
+            held.push(n.unwrap());
+            if let Some(mut holder) = holder.take() {
+                tx.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
+                    .await?;
+                let blocked = tx.query_drop(&update).await;
+                holder.query_drop("COMMIT").await.unwrap();
+                return Err(lock_wait_timed_out(blocked));
+            }
+            tx.query_drop(&update).await
+        })
         .await
         .unwrap();
-    table
-}
+        held
+    }
 
-async fn drop_table(url: &str, table: &str) {
-    connect(url)
-        .await
-        .query_drop(format!("DROP TABLE IF EXISTS {table}"))
-        .await
-        .unwrap();
+    async fn key_holders(url: &str, key: &(String, i64)) -> i64 {
+        let lock = lock_name(key);
+        lock_holder(&mut connect(url).await, &lock)
+            .await
+            .map_or(0, |_| 1)
+    }
 }
 
 /// A transaction under `options`' keys that does nothing (the runner's future).
@@ -187,26 +185,6 @@ fn nothing(
     txretry::mysql_async::transaction_with(pool, policy, options, async |_tx| {
         Ok::<_, mysql_async::Error>(())
     })
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_never_run_one_key_at_once() {
-    let Some(url) = url("mysql_async::admission_db never_overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_ma_shared", shared, false).await;
-    assert_no_overlap(overlaps);
-}
-
-/// The check above can fail: with admission per process only, the two pools run the same
-/// key at once (forced here, so it does not depend on timing).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_database_two_processes_overlap() {
-    let Some(url) = url("mysql_async::admission_db overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_ma_local", Admission::per_key, true).await;
-    assert_overlap(overlaps);
 }
 
 type Held = tokio::task::JoinHandle<Result<(), TxError<mysql_async::Error>>>;
@@ -556,85 +534,4 @@ async fn an_interrupted_wait_is_permanent() {
     release.notify_one();
     within(holder).await.unwrap().unwrap();
     assert_eq!(lock_holder(&mut observer, &lock).await, None);
-}
-
-/// `only_for_contended_keys`: a key's first transaction takes no named lock; a real
-/// collision on it (a lock-wait timeout, 1205, on a row another session holds) turns the
-/// locks on for the retry and for the key's later transactions in this process, not for
-/// other keys, and not in another process that saw no collision.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn contended_keys_are_locked_after_their_first_collision() {
-    let Some(url) = url("mysql_async::admission_db contended keys") else {
-        return;
-    };
-    let table = txretry_testkit::unique_name("adm_ma_cont");
-    let mut observer = connect(&url).await;
-    create_rows(&mut observer, &table, 2).await;
-    // Pools of this test's own: the first attempt's session setting stays in its session.
-    let (pool_a, pool_b) = (process(&url, 2), process(&url, 2));
-    let (policy_a, policy_b) = (
-        policy(contended::adaptive(), 5),
-        policy(contended::adaptive(), 5),
-    );
-    // Runs one transaction on row `id` and returns, per attempt, whether its session held
-    // the row's named lock (taken before START TRANSACTION); with `interfere`, another
-    // session holds the row (an uncommitted update) when the transaction starts, and the
-    // first attempt's own UPDATE times out after 1 s (1205); that session commits right
-    // after, before the attempt fails.
-    let held_per_attempt = async |pool: &Pool, policy: &RetryPolicy, id: i32, interfere: bool| {
-        let (key, lock) = key(&table, id.into());
-        let update = format!("UPDATE {table} SET v = v + 1 WHERE id = {id}");
-        let mut holder = None;
-        if interfere {
-            let mut conn = connect(&url).await;
-            conn.query_drop("START TRANSACTION").await.unwrap();
-            conn.query_drop(&update).await.unwrap();
-            holder = Some(conn);
-        }
-        let mut held = Vec::new();
-        let options = TxOptions::new().contends_on(key);
-        txretry::mysql_async::transaction_with(pool, policy, &options, async |tx| {
-            let n: Option<i64> = tx
-                .exec_first(
-                    "SELECT COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), 0)",
-                    (&lock,),
-                )
-                .await?;
-            held.push(n.unwrap());
-            if let Some(mut holder) = holder.take() {
-                tx.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
-                    .await?;
-                let blocked = tx.query_drop(&update).await;
-                holder.query_drop("COMMIT").await.unwrap();
-                let err = blocked.expect_err("the other session holds the row");
-                assert_eq!(
-                    txretry::classify(&err).verdict,
-                    Verdict::Transient(TransientKind::LockTimeout),
-                    "{err:?}"
-                );
-                return Err(err);
-            }
-            tx.query_drop(&update).await
-        })
-        .await
-        .unwrap();
-        held
-    };
-    let processes = [(&pool_a, &policy_a), (&pool_b, &policy_b)];
-    for step in contended::STEPS {
-        let (pool, policy) = processes[step.process];
-        let held = held_per_attempt(pool, policy, step.row.try_into().unwrap(), step.collide).await;
-        assert_eq!(held, step.held, "{}", step.what);
-    }
-    assert_eq!(
-        value(&mut observer, &table, 1).await,
-        contended::ROW_1_AFTER
-    );
-    assert_eq!(
-        value(&mut observer, &table, 2).await,
-        contended::ROW_2_AFTER
-    );
-    pool_a.disconnect().await.unwrap();
-    pool_b.disconnect().await.unwrap();
-    drop_table(&url, &table).await;
 }

@@ -6,6 +6,8 @@
 
 mod common;
 
+#[path = "../shared/admission.rs"]
+mod admission;
 mod admission_db;
 mod business_error;
 mod commit_boundary;

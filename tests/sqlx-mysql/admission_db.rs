@@ -1,7 +1,8 @@
 //! Admission across processes, on the database (`Admission::in_database`): named locks
 //! (`GET_LOCK`). Two pools stand in for two processes: each has its own policy and its own
 //! `Admission`, so only the database can make them take turns. Every wait is observed in
-//! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed.
+//! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed. The
+//! scenarios every driver has are in `tests/shared/admission.rs`; [`Db`] is how they run here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -14,12 +15,10 @@ use txretry::{
     Admission, Code, KeyHash, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions,
     Verdict,
 };
-use txretry_testkit::contended;
-use txretry_testkit::intervals::{
-    self, KEYS, Meeting, ROUNDS, WAIT, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
-};
+use txretry_testkit::intervals::{WAIT, policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
+use crate::admission::{Binary, Driver, Interval, OnRow, Server, lock_wait_timed_out};
 use crate::common::{connect, exec, sql};
 
 fn url(test: &str) -> Option<String> {
@@ -38,8 +37,13 @@ async fn process(url: &str, max_connections: u32) -> MySqlPool {
 /// The key a test's transactions contend on, and the name of its named lock.
 fn key(name: &str, n: i64) -> ((String, i64), String) {
     let key = (name.to_string(), n);
-    let lock = format!("txretry:{:016x}", KeyHash::of(&key).to_u64());
+    let lock = lock_name(&key);
     (key, lock)
+}
+
+/// The name of `key`'s named lock.
+fn lock_name(key: &(String, i64)) -> String {
+    format!("txretry:{:016x}", KeyHash::of(key).to_u64())
 }
 
 /// The session holding named lock `lock`, if any (`IS_USED_LOCK`).
@@ -85,104 +89,108 @@ async fn wait_until_gone(observer: &mut MySqlConnection, id: u64) {
     .await;
 }
 
-/// Two processes (see `txretry_testkit::intervals`: `WORKERS` tasks × `ROUNDS` transactions
-/// on `KEYS` keys each) against a new interval table named from `prefix`, dropped after;
-/// each transaction records when it ran, inside the transaction (after its locks). With
-/// `barrier`, the first transaction of worker 0 in each process waits for the other's
-/// inside the transaction, so the two certainly overlap unless something keeps them apart.
-/// Returns how many pairs of intervals on one key overlap.
-async fn two_processes(
-    url: &str,
-    prefix: &str,
-    admission: fn() -> Admission,
-    barrier: bool,
-) -> i64 {
-    let table = &interval_table(url, prefix).await;
-    let meeting = Meeting::new(barrier);
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut pools = Vec::new();
-    for process_id in 0..intervals::PROCESSES {
-        let pool = process(url, WORKERS as u32).await;
-        let policy = policy(admission(), 100);
-        pools.push(pool.clone());
-        for worker in 0..WORKERS {
-            let (pool, policy, table, meeting) = (
-                pool.clone(),
-                policy.clone(),
-                table.to_string(),
-                meeting.clone(),
-            );
-            tasks.spawn(async move {
-                for round in 0..ROUNDS {
-                    let n = intervals::key_of(worker, round);
-                    let options = TxOptions::new().contends_on(key(&table, n).0);
-                    let meet = meeting.for_round(worker, round);
-                    let table = table.clone();
-                    txretry::sqlx::transaction_with(&pool, &policy, &options, async move |tx| {
-                        let id = sqlx::query(sql(format!(
-                            "INSERT INTO {table} (k, process, started, ended) VALUES (?, ?, NOW(6), NOW(6))"
-                        )))
-                        .bind(n)
-                        .bind(process_id)
-                        .execute(&mut **tx)
-                        .await?
-                        .last_insert_id();
-                        meet.meet().await;
-                        sqlx::query("DO SLEEP(0.002)").execute(&mut **tx).await?;
-                        sqlx::query(sql(format!("UPDATE {table} SET ended = NOW(6) WHERE id = ?")))
-                            .bind(id)
-                            .execute(&mut **tx)
-                            .await?;
-                        Ok::<_, sqlx::Error>(())
-                    })
-                    .await
-                    .unwrap();
-                }
-            });
-        }
+/// sqlx on MySQL for the scenarios of `tests/shared/admission.rs`.
+pub struct Db;
+
+impl Driver for Db {
+    const BINARY: Binary = Binary::new("sqlx-mysql", "adm_my", Server::MySql);
+    type Process = MySqlPool;
+    type Worker = MySqlPool;
+
+    async fn exec(url: &str, text: String) {
+        exec(&mut connect(url).await, text).await;
     }
-    intervals::join_all(tasks).await;
-    let mut observer = connect(url).await;
-    // Back in the pools, the connections hold no named lock.
-    for n in 0..KEYS {
-        assert_eq!(lock_holder(&mut observer, &key(table, n).1).await, None);
+
+    async fn query_i64(url: &str, text: String) -> i64 {
+        sqlx::query_scalar(sql(text))
+            .fetch_one(&mut connect(url).await)
+            .await
+            .unwrap()
     }
-    for pool in pools {
+
+    async fn process(url: &str, _app: &str, workers: u32) -> MySqlPool {
+        process(url, workers).await
+    }
+
+    async fn worker(pool: &MySqlPool) -> MySqlPool {
+        pool.clone()
+    }
+
+    async fn record(pool: &mut MySqlPool, policy: &RetryPolicy, options: &TxOptions, i: Interval) {
+        let (insert, update) = (i.insert(), i.update());
+        txretry::sqlx::transaction_with(&*pool, policy, options, async move |tx| {
+            let id = sqlx::query(sql(insert.clone()))
+                .bind(i.k)
+                .bind(i.process)
+                .execute(&mut **tx)
+                .await?
+                .last_insert_id();
+            i.meet.meet().await;
+            sqlx::query(i.sleep()).execute(&mut **tx).await?;
+            sqlx::query(sql(update.clone()))
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+            Ok::<_, sqlx::Error>(())
+        })
+        .await
+        .unwrap();
+    }
+
+    async fn close(pool: MySqlPool) {
         pool.close().await;
     }
-    let rows: i64 = sqlx::query_scalar(sql(format!("SELECT count(*) FROM {table}")))
-        .fetch_one(&mut observer)
+
+    /// Counts whether its session holds the row's named lock (taken before START
+    /// TRANSACTION). With `collide`, another session holds the row (an uncommitted update)
+    /// when the transaction starts, and the first attempt's own UPDATE times out after 1 s
+    /// (1205, a lock-wait timeout); that session commits right after, before the attempt
+    /// fails.
+    async fn held_per_attempt(
+        pool: &mut MySqlPool,
+        policy: &RetryPolicy,
+        row: OnRow<'_>,
+    ) -> Vec<i64> {
+        let lock = lock_name(&row.key());
+        let update = row.update();
+        let mut holder = None;
+        if row.collide {
+            let mut conn = connect(row.url).await;
+            exec(&mut conn, format!("START TRANSACTION; {update}")).await;
+            holder = Some(conn);
+        }
+        let mut held = Vec::new();
+        let options = TxOptions::new().contends_on(row.key());
+        txretry::sqlx::transaction_with(&*pool, policy, &options, async |tx| {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT CAST(COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), 0) AS SIGNED)",
+            )
+            .bind(&lock)
+            .fetch_one(&mut **tx)
+            .await?;
+            held.push(n);
+            if let Some(mut holder) = holder.take() {
+                sqlx::query("SET SESSION innodb_lock_wait_timeout = 1")
+                    .execute(&mut **tx)
+                    .await?;
+                let blocked = sqlx::query(sql(update.clone())).execute(&mut **tx).await;
+                exec(&mut holder, "COMMIT".into()).await;
+                return Err(lock_wait_timed_out(blocked));
+            }
+            sqlx::query(sql(update.clone())).execute(&mut **tx).await?;
+            Ok::<_, sqlx::Error>(())
+        })
         .await
         .unwrap();
-    intervals::assert_all_committed(rows);
-    let overlaps = sqlx::query_scalar(sql(intervals::overlaps_sql(table)))
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    drop_table(url, table).await;
-    overlaps
-}
+        held
+    }
 
-async fn interval_table(url: &str, prefix: &str) -> String {
-    let table = txretry_testkit::unique_name(prefix);
-    exec(
-        &mut connect(url).await,
-        format!(
-            "CREATE TABLE {table} (id bigint AUTO_INCREMENT PRIMARY KEY, k bigint NOT NULL,
-                                   process bigint NOT NULL, started datetime(6) NOT NULL,
-                                   ended datetime(6) NOT NULL) ENGINE=InnoDB"
-        ),
-    )
-    .await;
-    table
-}
-
-async fn drop_table(url: &str, table: &str) {
-    exec(
-        &mut connect(url).await,
-        format!("DROP TABLE IF EXISTS {table}"),
-    )
-    .await;
+    async fn key_holders(url: &str, key: &(String, i64)) -> i64 {
+        let lock = lock_name(key);
+        lock_holder(&mut connect(url).await, &lock)
+            .await
+            .map_or(0, |_| 1)
+    }
 }
 
 /// A transaction under `options`' keys that does nothing (the runner's future).
@@ -192,26 +200,6 @@ fn nothing(
     options: &TxOptions,
 ) -> impl Future<Output = Result<(), TxError<sqlx::Error>>> + Send + use<> {
     txretry::sqlx::transaction_with(pool, policy, options, async |_tx| Ok::<_, sqlx::Error>(()))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_never_run_one_key_at_once() {
-    let Some(url) = url("sqlx-mysql admission_db never_overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_my_shared", shared, false).await;
-    assert_no_overlap(overlaps);
-}
-
-/// The check above can fail: with admission per process only, the two pools run the same
-/// key at once (forced here, so it does not depend on timing).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_database_two_processes_overlap() {
-    let Some(url) = url("sqlx-mysql admission_db overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_my_local", Admission::per_key, true).await;
-    assert_overlap(overlaps);
 }
 
 type Held = tokio::task::JoinHandle<Result<(), TxError<sqlx::Error>>>;
@@ -583,94 +571,4 @@ async fn an_interrupted_wait_is_permanent() {
     release.notify_one();
     within(holder).await.unwrap().unwrap();
     assert_eq!(lock_holder(&mut observer, &lock).await, None);
-}
-
-/// `only_for_contended_keys`: a key's first transaction takes no named lock; a real
-/// collision on it (a lock-wait timeout, 1205, on a row another session holds) turns the
-/// locks on for the retry and for the key's later transactions in this process, not for
-/// other keys, and not in another process that saw no collision.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn contended_keys_are_locked_after_their_first_collision() {
-    let Some(url) = url("sqlx-mysql admission_db contended keys") else {
-        return;
-    };
-    let table = txretry_testkit::unique_name("adm_my_cont");
-    exec(
-        &mut connect(&url).await,
-        format!(
-            "CREATE TABLE {table} (id int PRIMARY KEY, v int NOT NULL) ENGINE=InnoDB;
-             INSERT INTO {table} VALUES (1, 0), (2, 0)"
-        ),
-    )
-    .await;
-    // Pools of this test's own: the first attempt's session setting stays in its session.
-    let (pool_a, pool_b) = (process(&url, 2).await, process(&url, 2).await);
-    let (policy_a, policy_b) = (
-        policy(contended::adaptive(), 5),
-        policy(contended::adaptive(), 5),
-    );
-    // Runs one transaction on row `id` and returns, per attempt, whether its session held
-    // the row's named lock (taken before START TRANSACTION); with `interfere`, another
-    // session holds the row (an uncommitted update) when the transaction starts, and the
-    // first attempt's own UPDATE times out after 1 s (1205); that session commits right
-    // after, before the attempt fails.
-    let held_per_attempt =
-        async |pool: &MySqlPool, policy: &RetryPolicy, id: i64, interfere: bool| {
-            let (key, lock) = key(&table, id);
-            let update = format!("UPDATE {table} SET v = v + 1 WHERE id = {id}");
-            let mut holder = None;
-            if interfere {
-                let mut conn = connect(&url).await;
-                exec(&mut conn, format!("START TRANSACTION; {update}")).await;
-                holder = Some(conn);
-            }
-            let mut held = Vec::new();
-            let options = TxOptions::new().contends_on(key);
-            txretry::sqlx::transaction_with(pool, policy, &options, async |tx| {
-                let n: i64 = sqlx::query_scalar(
-                    "SELECT CAST(COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), 0) AS SIGNED)",
-                )
-                .bind(&lock)
-                .fetch_one(&mut **tx)
-                .await?;
-                held.push(n);
-                if let Some(mut holder) = holder.take() {
-                    sqlx::query("SET SESSION innodb_lock_wait_timeout = 1")
-                        .execute(&mut **tx)
-                        .await?;
-                    let blocked = sqlx::query(sql(update.clone())).execute(&mut **tx).await;
-                    exec(&mut holder, "COMMIT".into()).await;
-                    let err = blocked.expect_err("the other session holds the row");
-                    assert_eq!(
-                        txretry::classify(&err).verdict,
-                        Verdict::Transient(TransientKind::LockTimeout),
-                        "{err:?}"
-                    );
-                    return Err(err);
-                }
-                sqlx::query(sql(update.clone())).execute(&mut **tx).await?;
-                Ok::<_, sqlx::Error>(())
-            })
-            .await
-            .unwrap();
-            held
-        };
-    let processes = [(&pool_a, &policy_a), (&pool_b, &policy_b)];
-    for step in contended::STEPS {
-        let (pool, policy) = processes[step.process];
-        let held = held_per_attempt(pool, policy, step.row, step.collide).await;
-        assert_eq!(held, step.held, "{}", step.what);
-    }
-    let mut observer = connect(&url).await;
-    let v: i32 = sqlx::query_scalar(sql(format!("SELECT v FROM {table} WHERE id = 1")))
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    assert_eq!(i64::from(v), contended::ROW_1_AFTER);
-    let v: i32 = sqlx::query_scalar(sql(format!("SELECT v FROM {table} WHERE id = 2")))
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    assert_eq!(i64::from(v), contended::ROW_2_AFTER);
-    drop_table(&url, &table).await;
 }

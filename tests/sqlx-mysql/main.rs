@@ -3,6 +3,8 @@
 //! by the runner; the commit boundary through a fault-injecting proxy. Needs
 //! `TXRETRY_MYSQL_URL` (or Docker); see txretry-testkit.
 
+#[path = "../shared/admission.rs"]
+mod admission;
 mod admission_db;
 
 // Tests written once for sqlx on PostgreSQL and on MySQL; `dialect` says how they differ.

@@ -1,7 +1,8 @@
 //! Admission across processes, on the database (`Admission::in_database`). Two pools stand
 //! in for two processes: each has its own policy and its own `Admission`, so only the
 //! database can make them take turns. Sessions are told apart by `application_name`, and
-//! every wait is observed in `pg_stat_activity` / `pg_locks`, never timed.
+//! every wait is observed in `pg_stat_activity` / `pg_locks`, never timed. The scenarios
+//! every driver has are in `tests/shared/admission.rs`; [`Db`] is how they run here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -14,12 +15,10 @@ use txretry::{
     Admission, Backoff, Code, Isolation, KeyHash, Phase, RetryPolicy, SqlState, StopReason,
     TransientKind, TxOptions, Verdict,
 };
-use txretry_testkit::contended;
-use txretry_testkit::intervals::{
-    self, KEYS, Meeting, ROUNDS, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
-};
+use txretry_testkit::intervals::{policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
+use crate::admission::{Binary, Driver, Interval, OnRow, Server};
 use crate::common::{connect, exec, sql};
 
 fn url(test: &str) -> Option<String> {
@@ -80,99 +79,88 @@ fn key(table: &str, n: i64) -> ((String, i64), i64) {
     (key, id)
 }
 
-/// Two processes (see `txretry_testkit::intervals`: `WORKERS` tasks × `ROUNDS` transactions
-/// on `KEYS` keys each) against a new interval table named from `prefix`, dropped after;
-/// each transaction records when it ran, inside the transaction (after its locks). With
-/// `barrier`, the first transaction of worker 0 in each process waits for the other's
-/// inside the transaction, so the two certainly overlap unless something keeps them apart.
-/// Returns how many pairs of intervals on one key overlap.
-async fn two_processes(
-    url: &str,
-    prefix: &str,
-    admission: fn() -> Admission,
-    barrier: bool,
-) -> i64 {
-    let table = &interval_table(url, prefix).await;
-    let meeting = Meeting::new(barrier);
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut pools = Vec::new();
-    for process_id in 0..intervals::PROCESSES {
-        let pool = process(url, &format!("{table}_p{process_id}"), WORKERS as u32).await;
-        // Each process its own policy, with its own Admission.
-        let policy = policy(admission(), 100);
-        pools.push(pool.clone());
-        for worker in 0..WORKERS {
-            let (pool, policy, table, meeting) = (
-                pool.clone(),
-                policy.clone(),
-                table.to_string(),
-                meeting.clone(),
-            );
-            tasks.spawn(async move {
-                for round in 0..ROUNDS {
-                    let n = intervals::key_of(worker, round);
-                    let options = TxOptions::new().contends_on(key(&table, n).0);
-                    let meet = meeting.for_round(worker, round);
-                    let table = table.clone();
-                    txretry::sqlx::transaction_with(&pool, &policy, &options, async move |tx| {
-                        let id: i64 = sqlx::query_scalar(sql(format!(
-                            "INSERT INTO {table} (k, process, started, ended)
-                             VALUES ($1, $2, clock_timestamp(), clock_timestamp()) RETURNING id"
-                        )))
-                        .bind(n)
-                        .bind(process_id)
-                        .fetch_one(&mut **tx)
-                        .await?;
-                        meet.meet().await;
-                        sqlx::query("SELECT pg_sleep(0.002)")
-                            .execute(&mut **tx)
-                            .await?;
-                        sqlx::query(sql(format!(
-                            "UPDATE {table} SET ended = clock_timestamp() WHERE id = $1"
-                        )))
-                        .bind(id)
-                        .execute(&mut **tx)
-                        .await?;
-                        Ok::<_, sqlx::Error>(())
-                    })
-                    .await
-                    .unwrap();
-                }
-            });
-        }
+/// sqlx on PostgreSQL for the scenarios of `tests/shared/admission.rs`.
+pub struct Db;
+
+impl Driver for Db {
+    const BINARY: Binary = Binary::new("sqlx-postgres", "adm_pg", Server::Postgres);
+    type Process = PgPool;
+    type Worker = PgPool;
+
+    async fn exec(url: &str, text: String) {
+        exec(&mut connect(url).await, text).await;
     }
-    intervals::join_all(tasks).await;
-    for pool in pools {
+
+    async fn query_i64(url: &str, text: String) -> i64 {
+        sqlx::query_scalar(sql(text))
+            .fetch_one(&mut connect(url).await)
+            .await
+            .unwrap()
+    }
+
+    async fn process(url: &str, app: &str, workers: u32) -> PgPool {
+        process(url, app, workers).await
+    }
+
+    async fn worker(pool: &PgPool) -> PgPool {
+        pool.clone()
+    }
+
+    async fn record(pool: &mut PgPool, policy: &RetryPolicy, options: &TxOptions, i: Interval) {
+        txretry::sqlx::transaction_with(&*pool, policy, options, async move |tx| {
+            let id: i64 = sqlx::query_scalar(sql(i.insert()))
+                .bind(i.k)
+                .bind(i.process)
+                .fetch_one(&mut **tx)
+                .await?;
+            i.meet.meet().await;
+            sqlx::query(i.sleep()).execute(&mut **tx).await?;
+            sqlx::query(sql(i.update()))
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+            Ok::<_, sqlx::Error>(())
+        })
+        .await
+        .unwrap();
+    }
+
+    async fn close(pool: PgPool) {
         pool.close().await;
     }
-    let mut observer = connect(url).await;
-    let rows: i64 = sqlx::query_scalar(sql(format!("SELECT count(*) FROM {table}")))
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    intervals::assert_all_committed(rows);
-    for n in 0..KEYS {
-        assert_eq!(advisory_holders(&mut observer, key(table, n).1).await, 0);
-    }
-    let overlaps = sqlx::query_scalar(sql(intervals::overlaps_sql(table)))
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    drop_table(url, table).await;
-    overlaps
-}
 
-async fn interval_table(url: &str, prefix: &str) -> String {
-    let table = txretry_testkit::unique_name(prefix);
-    exec(
-        &mut connect(url).await,
-        format!(
-            "CREATE TABLE {table} (id bigserial PRIMARY KEY, k bigint NOT NULL, process bigint NOT NULL,
-                                   started timestamptz NOT NULL, ended timestamptz NOT NULL)"
-        ),
-    )
-    .await;
-    table
+    /// Under REPEATABLE READ; counts the advisory locks its session holds. With `collide`,
+    /// the first attempt first reads the row (taking the snapshot) and has another session
+    /// update it, so the attempt's own UPDATE fails with 40001 (a serialization failure).
+    async fn held_per_attempt(pool: &mut PgPool, policy: &RetryPolicy, row: OnRow<'_>) -> Vec<i64> {
+        let mut held = Vec::new();
+        let update = row.update();
+        let options = TxOptions::new()
+            .isolation(Isolation::RepeatableRead)
+            .contends_on(row.key());
+        txretry::sqlx::transaction_with(&*pool, policy, &options, async |tx| {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_locks
+                 WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted",
+            )
+            .fetch_one(&mut **tx)
+            .await?;
+            held.push(n);
+            if row.collide && held.len() == 1 {
+                sqlx::query(sql(row.select())).execute(&mut **tx).await?;
+                exec(&mut connect(row.url).await, update.clone()).await;
+            }
+            sqlx::query(sql(update.clone())).execute(&mut **tx).await?;
+            Ok::<_, sqlx::Error>(())
+        })
+        .await
+        .unwrap();
+        held
+    }
+
+    async fn key_holders(url: &str, key: &(String, i64)) -> i64 {
+        advisory_holders(&mut connect(url).await, KeyHash::of(key).to_i64()).await
+    }
 }
 
 async fn drop_table(url: &str, table: &str) {
@@ -181,26 +169,6 @@ async fn drop_table(url: &str, table: &str) {
         format!("DROP TABLE IF EXISTS {table}"),
     )
     .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_never_run_one_key_at_once() {
-    let Some(url) = url("sqlx-postgres admission_db never_overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_pg_shared", shared, false).await;
-    assert_no_overlap(overlaps);
-}
-
-/// The check above can fail: with admission per process only, the two pools run the same
-/// key at once (forced here, so it does not depend on timing).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_database_two_processes_overlap() {
-    let Some(url) = url("sqlx-postgres admission_db overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_pg_local", Admission::per_key, true).await;
-    assert_overlap(overlaps);
 }
 
 /// A transaction that holds `key` until `release` is notified; `holding` is notified once
@@ -551,82 +519,6 @@ async fn repeatable_read_sees_what_the_previous_holder_committed() {
         .await
         .unwrap();
     assert_eq!(v, 2);
-    drop_table(&url, &table).await;
-}
-
-/// `only_for_contended_keys`: a key's first transaction takes no advisory lock; a real
-/// serialization failure on it (another session updated the row after this attempt's
-/// snapshot) turns the locks on for the retry and for the key's later transactions in
-/// this process, not for other keys, and not in another process that saw no collision.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn contended_keys_are_locked_after_their_first_collision() {
-    let Some(url) = url("sqlx-postgres admission_db contended keys") else {
-        return;
-    };
-    let table = txretry_testkit::unique_name("adm_pg_cont");
-    exec(
-        &mut connect(&url).await,
-        format!(
-            "CREATE TABLE {table} (id int PRIMARY KEY, v int NOT NULL);
-             INSERT INTO {table} VALUES (1, 0), (2, 0)"
-        ),
-    )
-    .await;
-    let (pool_a, pool_b) = (
-        process(&url, &format!("{table}_a"), 2).await,
-        process(&url, &format!("{table}_b"), 2).await,
-    );
-    let (policy_a, policy_b) = (
-        policy(contended::adaptive(), 5),
-        policy(contended::adaptive(), 5),
-    );
-    let on_row = |id: i64| {
-        TxOptions::new()
-            .isolation(Isolation::RepeatableRead)
-            .contends_on(key(&table, id).0)
-    };
-    // Runs one transaction on row `id` and returns, per attempt, how many advisory locks
-    // its session held; on the first attempt only, `interfere` first reads the row (taking
-    // the snapshot) and has another session update it, so the attempt's own UPDATE fails
-    // with 40001.
-    let held_per_attempt = async |pool: &PgPool, policy: &RetryPolicy, id: i64, interfere: bool| {
-        let mut held = Vec::new();
-        let update = format!("UPDATE {table} SET v = v + 1 WHERE id = {id}");
-        txretry::sqlx::transaction_with(pool, policy, &on_row(id), async |tx| {
-            let n: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_locks
-                 WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted",
-            )
-            .fetch_one(&mut **tx)
-            .await?;
-            held.push(n);
-            if interfere && held.len() == 1 {
-                sqlx::query(sql(format!("SELECT v FROM {table} WHERE id = {id}")))
-                    .execute(&mut **tx)
-                    .await?;
-                exec(&mut connect(&url).await, update.clone()).await;
-            }
-            sqlx::query(sql(update.clone())).execute(&mut **tx).await?;
-            Ok::<_, sqlx::Error>(())
-        })
-        .await
-        .unwrap();
-        held
-    };
-    let processes = [(&pool_a, &policy_a), (&pool_b, &policy_b)];
-    for step in contended::STEPS {
-        let (pool, policy) = processes[step.process];
-        let held = held_per_attempt(pool, policy, step.row, step.collide).await;
-        assert_eq!(held, step.held, "{}", step.what);
-    }
-    let mut observer = connect(&url).await;
-    for (id, after) in [(1, contended::ROW_1_AFTER), (2, contended::ROW_2_AFTER)] {
-        let v: i32 = sqlx::query_scalar(sql(format!("SELECT v FROM {table} WHERE id = {id}")))
-            .fetch_one(&mut observer)
-            .await
-            .unwrap();
-        assert_eq!(i64::from(v), after, "row {id}");
-    }
     drop_table(&url, &table).await;
 }
 

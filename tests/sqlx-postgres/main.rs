@@ -3,6 +3,8 @@
 //! recovered by the runner; the commit boundary through a fault-injecting proxy; errors a
 //! closure swallowed. Needs `TXRETRY_POSTGRES_URL` (or Docker); see txretry-testkit.
 
+#[path = "../shared/admission.rs"]
+mod admission;
 mod admission_db;
 
 // Tests written once for sqlx on PostgreSQL and on MySQL; `dialect` says how they differ.

@@ -2,7 +2,8 @@
 //! clients stand in for two processes: each has its own policy and its own `Admission`,
 //! so only the database can make them take turns. Sessions are told apart by
 //! `application_name`, and every wait is observed in `pg_stat_activity` / `pg_locks`,
-//! never timed.
+//! never timed. The scenarios every driver has are in `tests/shared/admission.rs`; [`Db`]
+//! is how they run here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -14,13 +15,10 @@ use txretry::{
     Admission, Code, Isolation, KeyHash, Phase, RetryPolicy, SqlState, StopReason, TransientKind,
     TxError, TxOptions, Verdict,
 };
-use txretry_testkit::contended;
-use txretry_testkit::intervals::{
-    self, KEYS, Meeting, ROUNDS, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
-};
+use txretry_testkit::intervals::{policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::common::{create_rows, value};
+use crate::admission::{Binary, Driver, Interval, OnRow, Server};
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::postgres_url(test)
@@ -78,114 +76,100 @@ fn key(name: &str, n: i64) -> ((String, i64), i64) {
     (key, id)
 }
 
-/// Two processes (see `txretry_testkit::intervals`: `WORKERS` tasks × `ROUNDS` transactions
-/// on `KEYS` keys each) against a new interval table named from `prefix`, dropped after;
-/// each transaction records when it ran, inside the transaction (after its locks). With
-/// `barrier`, the first transaction of worker 0 in each process waits for the other's
-/// inside the transaction, so the two certainly overlap unless something keeps them apart.
-/// Returns how many pairs of intervals on one key overlap.
-async fn two_processes(
-    url: &str,
-    prefix: &str,
-    admission: fn() -> Admission,
-    barrier: bool,
-) -> i64 {
-    let table = &interval_table(url, prefix).await;
-    let meeting = Meeting::new(barrier);
-    let mut tasks = tokio::task::JoinSet::new();
-    for process_id in 0..intervals::PROCESSES {
-        let policy = policy(admission(), 100);
-        for worker in 0..WORKERS {
-            let mut client = connect_as(url, &format!("{table}_p{process_id}")).await;
-            let (policy, table, meeting) = (policy.clone(), table.to_string(), meeting.clone());
-            tasks.spawn(async move {
-                for round in 0..ROUNDS {
-                    let n = intervals::key_of(worker, round);
-                    let options = TxOptions::new().contends_on(key(&table, n).0);
-                    let meet = meeting.for_round(worker, round);
-                    let insert = format!(
-                        "INSERT INTO {table} (k, process, started, ended)
-                         VALUES ($1, $2, clock_timestamp(), clock_timestamp()) RETURNING id"
-                    );
-                    let update =
-                        format!("UPDATE {table} SET ended = clock_timestamp() WHERE id = $1");
-                    txretry::tokio_postgres::transaction_with(
-                        &mut client,
-                        &policy,
-                        &options,
-                        async move |tx| {
-                            let id: i64 = tx.query_one(&insert, &[&n, &process_id]).await?.get(0);
-                            meet.meet().await;
-                            tx.batch_execute("SELECT pg_sleep(0.002)").await?;
-                            tx.execute(&update, &[&id]).await?;
-                            Ok::<_, tokio_postgres::Error>(())
-                        },
-                    )
+/// tokio-postgres for the scenarios of `tests/shared/admission.rs`: a process is a set of
+/// tokio-postgres for the scenarios of `tests/shared/admission.rs`: a process is a set of
+/// clients, one per worker, that carry its name.
+pub struct Db;
+
+impl Driver for Db {
+    const BINARY: Binary = Binary::new("tokio_postgres", "adm_tp", Server::Postgres);
+    /// The URL and the sessions' `application_name`.
+    type Process = (String, String);
+    type Worker = Client;
+
+    async fn exec(url: &str, sql: String) {
+        connect_as(url, "setup")
+            .await
+            .batch_execute(&sql)
+            .await
+            .unwrap();
+    }
+
+    async fn query_i64(url: &str, sql: String) -> i64 {
+        let observer = connect_as(url, "observer").await;
+        observer.query_one(&sql, &[]).await.unwrap().get(0)
+    }
+
+    async fn process(url: &str, app: &str, _workers: u32) -> (String, String) {
+        (url.to_string(), app.to_string())
+    }
+
+    async fn worker((url, app): &(String, String)) -> Client {
+        connect_as(url, app).await
+    }
+
+    async fn record(client: &mut Client, policy: &RetryPolicy, options: &TxOptions, i: Interval) {
+        let (insert, update) = (i.insert(), i.update());
+        txretry::tokio_postgres::transaction_with(client, policy, options, async move |tx| {
+            let id: i64 = tx.query_one(&insert, &[&i.k, &i.process]).await?.get(0);
+            i.meet.meet().await;
+            tx.batch_execute(i.sleep()).await?;
+            tx.execute(&update, &[&id]).await?;
+            Ok::<_, tokio_postgres::Error>(())
+        })
+        .await
+        .unwrap();
+    }
+
+    async fn close(_: (String, String)) {}
+
+    /// Under REPEATABLE READ; counts the advisory locks its session holds (the
+    /// runner takes them right after BEGIN, before the closure). With `collide`,
+    /// the first attempt first reads the row (taking the snapshot) and has another session
+    /// update it, so the attempt's own UPDATE fails with 40001 (a serialization failure).
+    async fn held_per_attempt(
+        client: &mut Client,
+        policy: &RetryPolicy,
+        row: OnRow<'_>,
+    ) -> Vec<i64> {
+        let mut held = Vec::new();
+        let update = row.update();
+        let options = TxOptions::new()
+            .isolation(Isolation::RepeatableRead)
+            .contends_on(row.key());
+        txretry::tokio_postgres::transaction_with(client, policy, &options, async |tx| {
+            let n: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM pg_locks
+                     WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted",
+                    &[],
+                )
+                .await?
+                .get(0);
+            held.push(n);
+            if row.collide && held.len() == 1 {
+                tx.batch_execute(&row.select()).await?;
+                connect_as(row.url, &format!("{}_other", row.table))
+                    .await
+                    .batch_execute(&update)
                     .await
                     .unwrap();
-                }
-            });
-        }
-    }
-    intervals::join_all(tasks).await;
-    let observer = connect_as(url, "observer").await;
-    let rows: i64 = observer
-        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
-        .await
-        .unwrap()
-        .get(0);
-    intervals::assert_all_committed(rows);
-    for n in 0..KEYS {
-        assert_eq!(advisory_holders(&observer, key(table, n).1).await, 0);
-    }
-    let overlaps = observer
-        .query_one(&intervals::overlaps_sql(table), &[])
-        .await
-        .unwrap()
-        .get(0);
-    drop_table(url, table).await;
-    overlaps
-}
-
-async fn interval_table(url: &str, prefix: &str) -> String {
-    let table = txretry_testkit::unique_name(prefix);
-    connect_as(url, "setup")
-        .await
-        .batch_execute(&format!(
-            "CREATE TABLE {table} (id bigserial PRIMARY KEY, k bigint NOT NULL, process bigint NOT NULL,
-                                   started timestamptz NOT NULL, ended timestamptz NOT NULL)"
-        ))
+            }
+            tx.batch_execute(&update).await?;
+            Ok::<_, tokio_postgres::Error>(())
+        })
         .await
         .unwrap();
-    table
-}
+        held
+    }
 
-async fn drop_table(url: &str, table: &str) {
-    connect_as(url, "setup")
+    async fn key_holders(url: &str, key: &(String, i64)) -> i64 {
+        advisory_holders(
+            &connect_as(url, "observer").await,
+            KeyHash::of(key).to_i64(),
+        )
         .await
-        .batch_execute(&format!("DROP TABLE IF EXISTS {table}"))
-        .await
-        .unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_never_run_one_key_at_once() {
-    let Some(url) = url("tokio_postgres::admission_db never_overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_tp_shared", shared, false).await;
-    assert_no_overlap(overlaps);
-}
-
-/// The check above can fail: with admission per process only, the two processes run the
-/// same key at once (forced here, so it does not depend on timing).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_database_two_processes_overlap() {
-    let Some(url) = url("tokio_postgres::admission_db overlap") else {
-        return;
-    };
-    let overlaps = two_processes(&url, "adm_tp_local", Admission::per_key, true).await;
-    assert_overlap(overlaps);
+    }
 }
 
 type Held = tokio::task::JoinHandle<Result<(), TxError<tokio_postgres::Error>>>;
@@ -493,78 +477,6 @@ async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
     .unwrap();
     assert_eq!(setting, "7s");
     assert_eq!(advisory_holders(&observer, id).await, 0);
-}
-
-/// `only_for_contended_keys`: a key's first transaction takes no advisory lock; a real
-/// serialization failure on it (another session updated the row after this attempt's
-/// snapshot) turns the locks on for the retry and for the key's later transactions in
-/// this process, not for other keys, and not in another process that saw no collision.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn contended_keys_are_locked_after_their_first_collision() {
-    let Some(url) = url("tokio_postgres::admission_db contended keys") else {
-        return;
-    };
-    let table = txretry_testkit::unique_name("adm_tp_cont");
-    let observer = connect_as(&url, "observer").await;
-    create_rows(&observer, &table, 2).await;
-    let (client_a, client_b) = (
-        connect_as(&url, &format!("{table}_a")).await,
-        connect_as(&url, &format!("{table}_b")).await,
-    );
-    let (policy_a, policy_b) = (
-        policy(contended::adaptive(), 5),
-        policy(contended::adaptive(), 5),
-    );
-    let on_row = |id: i32| {
-        TxOptions::new()
-            .isolation(Isolation::RepeatableRead)
-            .contends_on(key(&table, id.into()).0)
-    };
-    // Runs one transaction on row `id` and returns, per attempt, how many advisory locks
-    // its session held (the runner takes them right after BEGIN, before the closure); on
-    // the first attempt only, `interfere` first reads the row (taking the snapshot) and
-    // has another session update it, so the attempt's own UPDATE fails with 40001.
-    let held_per_attempt =
-        async |client: &mut Client, policy: &RetryPolicy, id: i32, interfere: bool| {
-            let mut held = Vec::new();
-            let update = format!("UPDATE {table} SET v = v + 1 WHERE id = {id}");
-            txretry::tokio_postgres::transaction_with(client, policy, &on_row(id), async |tx| {
-                let n: i64 = tx
-                    .query_one(
-                        "SELECT count(*) FROM pg_locks
-                         WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted",
-                        &[],
-                    )
-                    .await?
-                    .get(0);
-                held.push(n);
-                if interfere && held.len() == 1 {
-                    tx.batch_execute(&format!("SELECT v FROM {table} WHERE id = {id}"))
-                        .await?;
-                    connect_as(&url, &format!("{table}_other"))
-                        .await
-                        .batch_execute(&update)
-                        .await
-                        .unwrap();
-                }
-                tx.batch_execute(&update).await?;
-                Ok::<_, tokio_postgres::Error>(())
-            })
-            .await
-            .unwrap();
-            held
-        };
-    let mut clients = [client_a, client_b];
-    let policies = [policy_a, policy_b];
-    for step in contended::STEPS {
-        let (client, policy) = (&mut clients[step.process], &policies[step.process]);
-        let held =
-            held_per_attempt(client, policy, step.row.try_into().unwrap(), step.collide).await;
-        assert_eq!(held, step.held, "{}", step.what);
-    }
-    assert_eq!(value(&observer, &table, 1).await, contended::ROW_1_AFTER);
-    assert_eq!(value(&observer, &table, 2).await, contended::ROW_2_AFTER);
-    drop_table(&url, &table).await;
 }
 
 /// A key nobody holds is tried in one statement and held for the whole transaction; a key

@@ -5,6 +5,8 @@
 
 mod common;
 
+#[path = "../shared/admission.rs"]
+mod admission;
 mod admission_db;
 mod business_error;
 mod commit_fault;
