@@ -80,7 +80,7 @@ impl RetryState {
         E: AsError<V>,
     {
         let mut judged = failure.failure;
-        if self.read_only && judged.code == Some(crate::Code::SqlState(READ_ONLY_TRANSACTION)) {
+        if own_read_only_write(self.read_only, judged.code) {
             // The caller's own write in a transaction it asked to be read-only.
             judged.verdict = Verdict::Permanent;
         }
@@ -283,6 +283,13 @@ macro_rules! retry_blocking {
 /// `read_only_sql_transaction`.
 const READ_ONLY_TRANSACTION: crate::SqlState = crate::SqlState::from_static("25006");
 
+/// Whether a failure with `code` is the caller's own write in a transaction it asked to be
+/// read-only (`read_only`): not a standby, so permanent. The one rule behind
+/// [`TxFailure::under`] and the loop's check for runners that do not call it.
+fn own_read_only_write(read_only: bool, code: Option<crate::Code>) -> bool {
+    read_only && code == Some(crate::Code::SqlState(READ_ONLY_TRANSACTION))
+}
+
 /// One failed attempt of a transaction runner: the caller's error, how it was judged, and
 /// whether the connection it ran on can still be used. Built by adapter runners with
 /// [`TxFailure::in_body`] and [`TxFailure::at_commit`].
@@ -364,9 +371,7 @@ impl<E> TxFailure<E> {
     /// the caller's own write, not a standby: permanent, and the connection is fine.
     #[must_use]
     pub fn under(mut self, options: &TxOptions) -> Self {
-        if options.is_read_only()
-            && self.failure.code == Some(crate::Code::SqlState(READ_ONLY_TRANSACTION))
-        {
+        if own_read_only_write(options.is_read_only(), self.failure.code) {
             self.failure.verdict = Verdict::Permanent;
             self.broken = false;
         }
