@@ -56,6 +56,7 @@ pub struct ToolDescriptor {
     pub(crate) name: String,
     pub(crate) description: String,
     pub(crate) input_schema: Value,
+    pub(crate) output_schema: Option<Value>,
     pub(crate) restart_safe: bool,
     pub(crate) idempotent: bool,
     pub(crate) read_only: bool,
@@ -77,6 +78,12 @@ impl ToolDescriptor {
     /// argument type).
     pub fn input_schema(&self) -> &Value {
         &self.input_schema
+    }
+
+    /// The JSON Schema of what a call answers, when the tool declares one
+    /// ([`Tool::output_schema`]).
+    pub fn output_schema(&self) -> Option<&Value> {
+        self.output_schema.as_ref()
     }
 
     /// Whether the handler may be run again from the start within one invocation (see
@@ -185,14 +192,84 @@ impl Tool {
         F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, E>> + Send + 'static,
     {
+        Tool::async_parsed(
+            name.into(),
+            description.into(),
+            schemars::schema_for!(A).to_value(),
+            parse_args::<A>,
+            handler,
+        )
+    }
+
+    /// A tool whose arguments are known only at run time (tools declared in a config file):
+    /// `input_schema` is what callers are shown, and `parse` checks a call's JSON arguments
+    /// against it and turns them into the handler's `A`. An `Err` from `parse` is the
+    /// invocation's [`InvokeError::InvalidArguments`](crate::InvokeError::InvalidArguments)
+    /// (its message, as it is): the handler never runs. Everything else is as for
+    /// [`Tool::new`].
+    ///
+    /// ```
+    /// use serde_json::{Value, json};
+    /// use txretry_tool::{BoxError, Tool, ToolContext};
+    ///
+    /// let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    /// let parse = |args: &Value| args.get("n").and_then(Value::as_i64).ok_or_else(|| "n: an integer is required".to_owned());
+    /// let tool = Tool::dynamic("double", "Doubles n.", schema.clone(), parse, |_ctx: ToolContext, n: i64| async move {
+    ///     Ok::<_, BoxError>(n * 2)
+    /// });
+    /// assert_eq!(tool.descriptor().input_schema(), &schema);
+    /// ```
+    pub fn dynamic<A, O, E, P, F, Fut>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        parse: P,
+        handler: F,
+    ) -> Tool
+    where
+        A: Send + 'static,
+        O: Serialize,
+        E: Into<BoxError>,
+        P: Fn(&Value) -> Result<A, String> + Send + Sync + 'static,
+        F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, E>> + Send + 'static,
+    {
+        Tool::async_parsed(
+            name.into(),
+            description.into(),
+            input_schema,
+            parse,
+            handler,
+        )
+    }
+
+    /// An async tool whose arguments `parse` turns into `A`.
+    fn async_parsed<A, O, E, P, F, Fut>(
+        name: String,
+        description: String,
+        input_schema: Value,
+        parse: P,
+        handler: F,
+    ) -> Tool
+    where
+        A: Send + 'static,
+        O: Serialize,
+        E: Into<BoxError>,
+        P: Fn(&Value) -> Result<A, String> + Send + Sync + 'static,
+        F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, E>> + Send + 'static,
+    {
         let handler = Arc::new(handler);
+        let parse = Arc::new(parse);
         let prepare = move |args: &Value| -> Result<Box<StartFn>, String> {
-            let mut first = Some(parse_args::<A>(args)?);
+            // Parsed once up front (the check), and again for each later attempt.
+            let mut first = Some(parse(args)?);
             let handler = Arc::clone(&handler);
+            let parse = Arc::clone(&parse);
             Ok(Box::new(move |ctx: ToolContext, args: &Value| {
                 let args = match first.take() {
                     Some(parsed) => parsed,
-                    None => parse_args::<A>(args)?,
+                    None => parse(args)?,
                 };
                 let future = handler(ctx, args);
                 Ok(Attempt::Async(Box::pin(async move {
@@ -203,7 +280,7 @@ impl Tool {
                 })))
             }))
         };
-        Tool::with_handler::<A>(name.into(), description.into(), Box::new(prepare), false)
+        Tool::with_handler(name, description, input_schema, Box::new(prepare), false)
     }
 
     /// A tool with a blocking handler (rusqlite-style code), run on tokio's blocking thread
@@ -245,12 +322,19 @@ impl Tool {
                 })))
             }))
         };
-        Tool::with_handler::<A>(name.into(), description.into(), Box::new(prepare), true)
+        Tool::with_handler(
+            name.into(),
+            description.into(),
+            schemars::schema_for!(A).to_value(),
+            Box::new(prepare),
+            true,
+        )
     }
 
-    fn with_handler<A: JsonSchema>(
+    fn with_handler(
         name: String,
         description: String,
+        input_schema: Value,
         prepare: Box<PrepareFn>,
         blocking: bool,
     ) -> Tool {
@@ -258,7 +342,8 @@ impl Tool {
             descriptor: ToolDescriptor {
                 name,
                 description,
-                input_schema: schemars::schema_for!(A).to_value(),
+                input_schema,
+                output_schema: None,
                 restart_safe: true,
                 idempotent: false,
                 read_only: false,
@@ -384,6 +469,17 @@ impl Tool {
     #[must_use]
     pub fn without_once(mut self) -> Self {
         self.once = OnceSetting::Off;
+        self
+    }
+
+    /// Declares the JSON Schema of what the tool's calls answer (MCP's `outputSchema`): a
+    /// promise to clients, not checked against the handler's output.
+    ///
+    /// # Default
+    /// None.
+    #[must_use]
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.descriptor.output_schema = Some(schema);
         self
     }
 

@@ -21,6 +21,7 @@ use super::{ConfigError, JitterConfig, duration, kinds};
 /// | `max_elapsed` | stop retrying past this time since the first attempt | `"30s"` |
 /// | `jitter` | `"none"`, `"full"`, or a number in 0..=1 (± that fraction) | `0.2` |
 /// | `retry_on` | transient kinds retried | `["deadlock", "busy"]` |
+/// | `failover` | ride out a failover (or a lost connection) for up to this long: `RetryPolicyBuilder::failover` | `"60s"` |
 ///
 /// Durations are a number and a unit (`ns`, `us`, `ms`, `s`, `m`, `h`), possibly several
 /// (`"1m 30s"`); a bare number is refused (seconds or milliseconds?). Kinds are
@@ -64,6 +65,10 @@ pub struct PolicyConfig {
     /// The transient kinds retried.
     #[serde(default, deserialize_with = "kinds::optional")]
     pub retry_on: Option<Vec<TransientKind>>,
+    /// The failover budget: an outage (failover or connection failures) is ridden out for
+    /// up to this long ([`RetryPolicyBuilder::failover`](txretry_core::RetryPolicyBuilder::failover)).
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub failover: Option<Duration>,
 }
 
 /// A backoff curve's name in a config file.
@@ -157,6 +162,13 @@ impl PolicyConfig {
         }
         if let Some(kinds) = &self.retry_on {
             builder = builder.retry_on(kinds.iter().copied().collect::<KindSet>());
+        }
+        // After retry_on: the failover budget adds the kinds it rides out.
+        if let Some(max_outage) = self.failover {
+            if max_outage.is_zero() {
+                return Err(invalid("failover", "must be longer than zero".into()));
+            }
+            builder = builder.failover(max_outage);
         }
         builder.build().map_err(|error| {
             let key = match error {

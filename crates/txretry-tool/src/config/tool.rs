@@ -35,6 +35,9 @@ pub struct ToolConfig {
     /// See [`PolicyConfig::retry_on`].
     #[serde(default, deserialize_with = "kinds::optional")]
     pub retry_on: Option<Vec<TransientKind>>,
+    /// See [`PolicyConfig::failover`].
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub failover: Option<Duration>,
     /// See [`Tool::idempotent`](crate::Tool::idempotent).
     pub idempotent: Option<bool>,
     /// See [`Tool::restart_safe`](crate::Tool::restart_safe).
@@ -56,6 +59,7 @@ impl ToolConfig {
             max_elapsed: self.max_elapsed,
             jitter: self.jitter,
             retry_on: self.retry_on.clone(),
+            failover: self.failover,
         }
     }
 }

@@ -119,6 +119,20 @@ impl Toolbox {
         args: Value,
         call_id: &str,
     ) -> Result<Value, InvokeError> {
+        self.invoke_counted(caller, name, args, call_id)
+            .await
+            .map(|(output, _)| output)
+    }
+
+    /// [`invoke`](Toolbox::invoke), also answering how many attempts the call took in all
+    /// (the runners' included: the budget's retries spent, plus one).
+    pub(crate) async fn invoke_counted(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        call_id: &str,
+    ) -> Result<(Value, u32), InvokeError> {
         let inner = &*self.inner;
         let Some(index) = inner.gate(caller, name) else {
             return Err(InvokeError::refused(name));
@@ -186,7 +200,10 @@ impl Toolbox {
             }
             let business = once_run.as_deref().is_some_and(OnceRun::business);
             let error = match result {
-                Ok(output) => return Ok(output),
+                Ok(output) => {
+                    let retries = budget.saturating_sub(scope.retries_left());
+                    return Ok((output, retries + 1));
+                }
                 Err(AttemptError::Output(error)) => {
                     return Err(InvokeError::InvalidOutput {
                         tool: tool.to_owned(),

@@ -73,12 +73,14 @@
 
 // - `caller.rs`: who is asking ([`ResolveCaller`], the headers);
 // - `tool.rs`: how a tool is listed ([`mcp_tool`]); `result.rs`: what a call answers;
+// - `outcome.rs`: what a call answers as structured content ([`outcome_result`]);
 // - `relay.rs`: the retry events, to the calls they belong to ([`RetryRelay`]);
 // - `notice.rs`: a retry, as a client is told it;
 // - `server.rs`: the [`ToolboxServer`] and its `ServerHandler`.
 
 mod caller;
 mod notice;
+mod outcome;
 mod relay;
 mod result;
 mod server;
@@ -96,6 +98,7 @@ pub use self::caller::{
     AGENT_HEADER, PERSONA_HEADER, ROLES_HEADER, ResolveCaller, caller_from_headers, http_headers,
 };
 pub use self::notice::LOGGER;
+pub use self::outcome::{outcome_result, outcome_schema};
 pub use self::relay::RetryRelay;
 pub use self::result::call_result;
 pub use self::server::ToolboxServer;

@@ -17,7 +17,10 @@ use super::notice::{Notifier, rank, relaying};
 use super::result::refused;
 #[cfg(doc)]
 use super::{AGENT_HEADER, PERSONA_HEADER, ROLES_HEADER};
-use super::{ResolveCaller, RetryRelay, call_result, caller_from_headers, http_headers, mcp_tool};
+use super::{
+    ResolveCaller, RetryRelay, call_result, caller_from_headers, http_headers, mcp_tool,
+    outcome_result, outcome_schema,
+};
 use crate::{Caller, Toolbox};
 
 /// What every session of a server shares: the current toolbox and the sessions to tell when
@@ -42,6 +45,7 @@ pub struct ToolboxServer {
     instructions: Option<String>,
     session: u64,
     level: Arc<AtomicU8>,
+    outcomes: bool,
 }
 
 impl ToolboxServer {
@@ -61,6 +65,7 @@ impl ToolboxServer {
             instructions: None,
             session: NEXT.fetch_add(1, Ordering::Relaxed),
             level: Arc::new(AtomicU8::new(0)),
+            outcomes: false,
         }
     }
 
@@ -86,6 +91,17 @@ impl ToolboxServer {
     #[must_use]
     pub fn with_relay(mut self, relay: RetryRelay) -> Self {
         self.relay = Some(relay);
+        self
+    }
+
+    /// Answers every call with its outcome as structured content ([`outcome_result`]:
+    /// status, call id, attempts, and the result or the error) and lists every tool with the
+    /// outcome's output schema ([`outcome_schema`], around the tool's own
+    /// [`output_schema`](crate::ToolDescriptor::output_schema)). Without it, a call answers
+    /// its output as it is ([`call_result`]).
+    #[must_use]
+    pub fn with_outcomes(mut self) -> Self {
+        self.outcomes = true;
         self
     }
 
@@ -160,6 +176,7 @@ impl Clone for ToolboxServer {
             instructions: self.instructions.clone(),
             session: NEXT.fetch_add(1, Ordering::Relaxed),
             level: Arc::new(AtomicU8::new(0)),
+            outcomes: self.outcomes,
         }
     }
 }
@@ -199,7 +216,16 @@ impl ServerHandler for ToolboxServer {
                 .toolbox()
                 .offered(&caller)
                 .into_iter()
-                .map(mcp_tool)
+                .map(|descriptor| {
+                    let tool = mcp_tool(descriptor);
+                    if !self.outcomes {
+                        return tool;
+                    }
+                    match outcome_schema(descriptor.output_schema()) {
+                        Value::Object(schema) => tool.with_raw_output_schema(Arc::new(schema)),
+                        _ => tool,
+                    }
+                })
                 .collect(),
             None => Vec::new(),
         };
@@ -232,7 +258,7 @@ impl ServerHandler for ToolboxServer {
             sent: 0,
         };
         let call = relaying(
-            toolbox.invoke(&caller, &name, args, &call_id),
+            toolbox.invoke_counted(&caller, &name, args, &call_id),
             relay,
             notifier,
         );
@@ -246,7 +272,10 @@ impl ServerHandler for ToolboxServer {
             }
             result = call => result,
         };
-        call_result(&name, result).map(CallToolResponse::from)
+        if self.outcomes {
+            return outcome_result(&name, &call_id, result).map(CallToolResponse::from);
+        }
+        call_result(&name, result.map(|(output, _)| output)).map(CallToolResponse::from)
     }
 
     async fn set_level(

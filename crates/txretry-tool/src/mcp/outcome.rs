@@ -1,0 +1,104 @@
+//! A call's outcome as structured content: what happened (committed, business error,
+//! ambiguous, failed), how many attempts it took, the call id, and the result or the error.
+
+use rmcp::ErrorData;
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+
+use super::result::refused;
+use crate::{FailureKind, InvokeError};
+
+/// What a call ended as, the `status` of its outcome.
+fn status(error: &InvokeError) -> &'static str {
+    match error {
+        InvokeError::Failed(failure) => match failure.kind() {
+            FailureKind::Business => "business_error",
+            kind if kind.may_have_taken_effect() => "ambiguous",
+            _ => "failed",
+        },
+        // The handler ran to the end: its work may have committed.
+        InvokeError::InvalidOutput { .. } => "ambiguous",
+        _ => "failed",
+    }
+}
+
+/// The JSON Schema of an outcome (MCP's `outputSchema` of a server
+/// [`with_outcomes`](super::ToolboxServer::with_outcomes)): `result` is described by the
+/// tool's own output schema when it declares one.
+///
+/// ```
+/// use serde_json::json;
+/// let schema = txretry_tool::mcp::outcome_schema(Some(&json!({"type": "array"})));
+/// assert_eq!(schema["properties"]["result"]["type"], "array");
+/// assert_eq!(schema["required"], json!(["status", "call_id", "attempts"]));
+/// ```
+pub fn outcome_schema(result: Option<&Value>) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "status": {
+                "type": "string",
+                "enum": ["committed", "business_error", "ambiguous", "failed"],
+                "description": "committed: the transaction committed and `result` is its answer; business_error: a real outcome (nothing was written); ambiguous: the commit may or may not have happened; failed: nothing was written (retries ran out, or a permanent error)",
+            },
+            "call_id": {"type": "string", "description": "the server's id of this call"},
+            "attempts": {"type": "integer", "minimum": 0, "description": "attempts in all, retries included"},
+            "failure": {"type": "string", "description": "why the call did not commit, when it did not"},
+            "result": result.cloned().unwrap_or_else(|| json!({})),
+            "error": {"type": "string", "description": "what went wrong, when the call did not commit"},
+        },
+        "required": ["status", "call_id", "attempts"],
+    })
+}
+
+/// A `tools/call` answer as an outcome: a result whose `structuredContent` is the outcome
+/// (see [`outcome_schema`]), repeated as JSON text for clients that read only text (as the
+/// MCP spec asks), `isError: true` unless it committed. An unknown or unoffered tool and invalid arguments are protocol
+/// errors, as with [`call_result`](super::call_result): nothing ran.
+///
+/// ```
+/// use serde_json::json;
+/// use txretry_tool::mcp::outcome_result;
+///
+/// let result = outcome_result("get_order", "call-1", Ok((json!({"id": 7}), 1)))?;
+/// assert_eq!(result.is_error, Some(false));
+/// let outcome = result.structured_content.unwrap();
+/// assert_eq!(outcome["status"], "committed");
+/// assert_eq!(outcome["result"]["id"], 7);
+/// # Ok::<(), rmcp::ErrorData>(())
+/// ```
+pub fn outcome_result(
+    tool: &str,
+    call_id: &str,
+    result: Result<(Value, u32), InvokeError>,
+) -> Result<CallToolResult, ErrorData> {
+    match result {
+        Ok((output, attempts)) => {
+            let outcome = json!({
+                "status": "committed",
+                "call_id": call_id,
+                "attempts": attempts,
+                "result": output,
+            });
+            Ok(CallToolResult::structured(outcome))
+        }
+        Err(InvokeError::Refused { .. }) => Err(refused(tool)),
+        Err(error @ InvokeError::InvalidArguments { .. }) => {
+            Err(ErrorData::invalid_params(error.to_string(), None))
+        }
+        Err(error) => {
+            let failure = error.failure();
+            let attempts = failure.map_or(0, |failure| failure.attempts().len());
+            let mut outcome = json!({
+                "status": status(&error),
+                "call_id": call_id,
+                "attempts": attempts,
+                "error": error.to_string(),
+            });
+            if let Some(failure) = failure {
+                outcome["failure"] = Value::from(failure.kind().as_str());
+            }
+            Ok(CallToolResult::structured_error(outcome))
+        }
+    }
+}
