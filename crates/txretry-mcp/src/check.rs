@@ -1,0 +1,130 @@
+//! `txretry-mcp check`: the config's problems that need its databases. Every source is
+//! opened, every statement prepared on its source (the database parses it and resolves its
+//! tables and columns), and every `:capture.column` checked against the columns the
+//! capturing statement returns.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sqlx::{AssertSqlSafe, Column, Executor, SqlSafeStr};
+
+use crate::config::{Config, ConfigError, StatementPlan};
+use crate::source::Pool;
+use crate::sql::{Ref, Style};
+
+/// Opens every source; the pools, or the problems (one per source that does not answer).
+pub async fn open(config: &Config) -> Result<HashMap<String, Arc<Pool>>, Vec<ConfigError>> {
+    let mut pools = HashMap::new();
+    let mut problems = Vec::new();
+    for (name, source) in &config.sources {
+        match Pool::open(source).await {
+            Ok(pool) => {
+                pools.insert(name.clone(), Arc::new(pool));
+            }
+            Err(error) => problems.push(
+                source
+                    .field
+                    .error(format!("cannot connect to {}: {error}", source.shown)),
+            ),
+        }
+    }
+    if problems.is_empty() {
+        Ok(pools)
+    } else {
+        for pool in pools.values() {
+            pool.close().await;
+        }
+        Err(problems)
+    }
+}
+
+/// Prepares every statement of every tool on its source; returns how many were prepared,
+/// or the problems.
+pub async fn prepare(
+    config: &Config,
+    pools: &HashMap<String, Arc<Pool>>,
+) -> Result<usize, Vec<ConfigError>> {
+    let mut problems = Vec::new();
+    let mut prepared = 0;
+    for tool in &config.tools {
+        let pool = &pools[&tool.source];
+        // Each capture's columns, as the database describes them.
+        let mut columns: HashMap<&str, Vec<String>> = HashMap::new();
+        for statement in &tool.statements {
+            for reference in statement.statement.refs() {
+                if let Ref::Column(capture, column) = reference
+                    && let Some(known) = columns.get(capture.as_str())
+                    && !known.contains(column)
+                {
+                    problems.push(statement.sql.error(format!(
+                        "{reference}: the statement capturing {capture:?} returns no column {column:?} (it returns {})",
+                        known.join(", ")
+                    )));
+                }
+            }
+            match describe(pool, statement).await {
+                Ok(names) => {
+                    prepared += 1;
+                    if let Some(capture) = &statement.capture {
+                        if names.is_empty() {
+                            problems.push(statement.sql.error(format!(
+                                "captures {capture:?} but returns no rows (add RETURNING, or capture a SELECT)"
+                            )));
+                        }
+                        columns.insert(capture.as_str(), names);
+                    }
+                }
+                Err(error) => problems.push(
+                    statement
+                        .sql
+                        .error(format!("the database refused it: {error}")),
+                ),
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(prepared)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Prepares a statement on a connection of `pool`; the names of the columns it returns.
+async fn describe(pool: &Pool, statement: &StatementPlan) -> Result<Vec<String>, sqlx::Error> {
+    fn names<S: sqlx::Statement>(prepared: &S) -> Vec<String> {
+        prepared
+            .columns()
+            .iter()
+            .map(|c| c.name().to_owned())
+            .collect()
+    }
+    match pool {
+        Pool::Postgres(pool) => {
+            let sql = statement.statement.prepare(Style::Dollar).sql;
+            Ok(names(
+                &pool.prepare(AssertSqlSafe(sql).into_sql_str()).await?,
+            ))
+        }
+        Pool::Primary(pool) => {
+            let sql = statement.statement.prepare(Style::Dollar).sql;
+            Ok(names(
+                &pool
+                    .pool()
+                    .prepare(AssertSqlSafe(sql).into_sql_str())
+                    .await?,
+            ))
+        }
+        Pool::MySql(pool) => {
+            let sql = statement.statement.prepare(Style::Question).sql;
+            Ok(names(
+                &pool.prepare(AssertSqlSafe(sql).into_sql_str()).await?,
+            ))
+        }
+        Pool::Sqlite(pool) => {
+            let sql = statement.statement.prepare(Style::Question).sql;
+            Ok(names(
+                &pool.prepare(AssertSqlSafe(sql).into_sql_str()).await?,
+            ))
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The config file as written: what serde reads from the YAML, with the line and column of
+//! every value a later check may have to point at. Nothing here is checked beyond its type;
+//! [`super::validate`] does the rest.
+
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+use txretry_tool::PolicyConfig;
+
+use super::param::ParamDecl;
+
+/// A whole `tools.yaml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    /// The databases, by name.
+    pub sources: IndexMap<String, Spanned<SourceDecl>>,
+    /// What every tool gets unless its toolset or itself says otherwise.
+    #[serde(default)]
+    pub defaults: Defaults,
+    /// Named groups of tools: what a caller speaking as that toolset is offered.
+    #[serde(default)]
+    pub toolsets: IndexMap<String, Spanned<ToolsetDecl>>,
+    /// The tools, by name.
+    pub tools: IndexMap<String, Spanned<ToolDecl>>,
+    /// Who may call over HTTP.
+    #[serde(default)]
+    pub auth: AuthDecl,
+}
+
+/// A database.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceDecl {
+    /// `sqlite://PATH`, `postgres://…` (multi-host too), `mysql://…`; `${VAR}` is replaced by
+    /// the environment variable `VAR`.
+    pub url: Spanned<String>,
+    /// The pool's size.
+    pub max_connections: Option<u32>,
+}
+
+/// The `defaults` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    /// The retry policy of every tool whose toolset and itself set none.
+    pub retry: Option<Spanned<PolicyConfig>>,
+    /// The limit on each attempt of every tool that sets none.
+    #[serde(default, with = "duration")]
+    pub timeout: Option<Spanned<Duration>>,
+}
+
+/// A toolset.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsetDecl {
+    /// Its tools.
+    pub tools: Vec<Spanned<String>>,
+    /// The retry policy of its tools that set none.
+    pub retry: Option<Spanned<PolicyConfig>>,
+}
+
+/// A tool: a transaction of one or more statements.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDecl {
+    /// The source its transaction runs on.
+    pub source: Spanned<String>,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// Its arguments, in the order shown to clients.
+    #[serde(default)]
+    pub parameters: IndexMap<String, Spanned<ParamDecl>>,
+    /// The statements, run in order in one transaction.
+    pub statements: Vec<Spanned<StatementDecl>>,
+    /// What a call answers.
+    #[serde(default)]
+    pub returns: Option<Spanned<Returns>>,
+    /// The transaction's isolation level (Postgres, MySQL; SQLite is always serializable).
+    pub isolation: Option<Spanned<IsolationDecl>>,
+    /// A server-enforced read-only transaction.
+    #[serde(default)]
+    pub read_only: bool,
+    /// Exactly once per key.
+    pub once: Option<Spanned<OnceDecl>>,
+    /// Running it twice has the effect of running it once.
+    #[serde(default)]
+    pub idempotent: bool,
+    /// A limit on each attempt.
+    #[serde(default, with = "duration")]
+    pub timeout: Option<Spanned<Duration>>,
+    /// Its own retry policy.
+    pub retry: Option<Spanned<PolicyConfig>>,
+    /// Only callers with one of these roles are offered it.
+    pub roles: Option<Vec<String>>,
+}
+
+/// One statement of a tool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatementDecl {
+    /// The SQL, with `:param` and `:capture.column` placeholders.
+    pub sql: Spanned<String>,
+    /// Keeps the first row under this name, for later statements, templates and `returns`.
+    pub capture: Option<Spanned<String>>,
+    /// What the statement must have done, else the call ends with a business error.
+    pub expect: Option<Spanned<ExpectDecl>>,
+}
+
+/// An expectation on a statement's row count (rows returned, or rows affected).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectDecl {
+    /// Exactly this many.
+    pub rows: Option<u64>,
+    /// At least this many.
+    pub min_rows: Option<u64>,
+    /// At most this many.
+    pub max_rows: Option<u64>,
+    /// The business error's message, a template (`order {order_id} not found`).
+    pub error: Spanned<String>,
+}
+
+/// What a call answers.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Returns {
+    /// The rows of the last statement that returned rows, as an array of objects.
+    Rows,
+    /// The first row of the last statement that returned rows, or `null`.
+    Row,
+    /// The rows each statement affected or returned, as an array of numbers.
+    Affected,
+    /// A text, from a template over the arguments and the captures.
+    Template(Spanned<String>),
+}
+
+/// An isolation level.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationDecl {
+    /// READ UNCOMMITTED.
+    ReadUncommitted,
+    /// READ COMMITTED.
+    ReadCommitted,
+    /// REPEATABLE READ.
+    RepeatableRead,
+    /// SERIALIZABLE.
+    Serializable,
+}
+
+/// Exactly once: the arguments that make a call unique.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OnceDecl {
+    /// The parameters whose values form the key (a key the client sends is one of them).
+    pub key: Vec<Spanned<String>>,
+    /// The records' table (`txretry_tool_calls` by default).
+    pub table: Option<Spanned<String>>,
+}
+
+/// The `auth` section: bearer tokens for HTTP callers.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthDecl {
+    /// Each token a caller may present, and who it makes the caller.
+    #[serde(default)]
+    pub tokens: Vec<Spanned<TokenDecl>>,
+}
+
+/// One bearer token.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenDecl {
+    /// The environment variable holding the token (never the token itself).
+    pub env: Spanned<String>,
+    /// The roles of a caller presenting it.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// The toolset such a caller speaks as: offered only its tools.
+    pub toolset: Option<Spanned<String>>,
+}
+
+/// Durations as humans write them (`5s`, `250ms`, `1m 30s`; humantime's grammar, a bare
+/// number refused), keeping their place.
+mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+    use serde_saphyr::Spanned;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Spanned<Duration>>, D::Error> {
+        let text = Spanned::<String>::deserialize(deserializer)?;
+        let parsed = humantime::parse_duration(&text.value).map_err(|why| {
+            serde::de::Error::custom(format_args!("invalid duration {:?}: {why}", text.value))
+        })?;
+        Ok(Some(Spanned::new(parsed, text.referenced, text.defined)))
+    }
+}

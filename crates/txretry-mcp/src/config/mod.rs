@@ -1,0 +1,235 @@
+//! The config file: read ([`file`]), checked ([`validate`]) into a [`Config`] that the server
+//! runs as it is. A config that [`load`] returns has no problem left that can be found
+//! without a database (`txretry-mcp check` then prepares every statement on its source).
+
+mod env;
+mod error;
+mod file;
+mod param;
+mod path;
+mod validate;
+
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use txretry_core::{Isolation, RetryPolicy};
+
+pub use self::error::{ConfigError, ConfigErrors};
+pub use self::param::{ParamDecl, ParamKind, SqlValue};
+use crate::sql::Statement;
+use crate::template::Template;
+
+/// A checked config: what `txretry-mcp serve` serves.
+#[derive(Debug)]
+pub struct Config {
+    /// The databases, by name.
+    pub sources: IndexMap<String, Source>,
+    /// The policy of tools whose toolset and themselves set none (`defaults.retry`).
+    pub default_retry: Option<RetryPolicy>,
+    /// The toolsets: name → tool names.
+    pub toolsets: IndexMap<String, Vec<String>>,
+    /// The tools, in the file's order.
+    pub tools: Vec<ToolPlan>,
+    /// The bearer tokens of HTTP callers.
+    pub tokens: Vec<TokenPlan>,
+}
+
+/// A database.
+#[derive(Debug)]
+pub struct Source {
+    /// Its name in the file.
+    pub name: String,
+    /// Its URL, `${VAR}`s replaced (may hold a password: print [`Source::shown`]).
+    pub url: String,
+    /// The URL with any password replaced by `***`.
+    pub shown: String,
+    /// Which database it is.
+    pub engine: Engine,
+    /// The pool's size.
+    pub max_connections: u32,
+    /// Where the source is declared, for errors found later (`check`).
+    pub field: Located,
+}
+
+/// The databases a source can be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// PostgreSQL.
+    Postgres,
+    /// MySQL or MariaDB.
+    MySql,
+    /// SQLite.
+    Sqlite,
+}
+
+/// A field of the file and its place, for problems found after loading.
+#[derive(Clone, Debug)]
+pub struct Located {
+    /// The field's path.
+    pub field: String,
+    /// Its place.
+    pub at: serde_saphyr::Location,
+}
+
+impl Located {
+    /// A problem with this field.
+    pub fn error(&self, message: impl Into<String>) -> ConfigError {
+        ConfigError::at(self.field.clone(), self.at, message)
+    }
+}
+
+/// A tool, checked.
+#[derive(Clone, Debug)]
+pub struct ToolPlan {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// The source its transaction runs on.
+    pub source: String,
+    /// Its parameters, in order.
+    pub params: IndexMap<String, ParamDecl>,
+    /// Its statements, in order.
+    pub statements: Vec<StatementPlan>,
+    /// What a call answers.
+    pub returns: ReturnsPlan,
+    /// The isolation level, when set.
+    pub isolation: Option<Isolation>,
+    /// A read-only transaction.
+    pub read_only: bool,
+    /// Exactly once, keyed by these parameters.
+    pub once: Option<OncePlan>,
+    /// Declared idempotent.
+    pub idempotent: bool,
+    /// A limit on each attempt.
+    pub timeout: Option<Duration>,
+    /// Its effective policy when it or its toolset sets one (else the defaults apply).
+    pub retry: Option<RetryPolicy>,
+    /// The roles it is offered to.
+    pub roles: Option<Vec<String>>,
+}
+
+/// One statement, checked.
+#[derive(Clone, Debug)]
+pub struct StatementPlan {
+    /// The SQL, split at its placeholders.
+    pub statement: Statement,
+    /// The capture name of its first row.
+    pub capture: Option<String>,
+    /// Its expectation.
+    pub expect: Option<ExpectPlan>,
+    /// Where its SQL is.
+    pub sql: Located,
+}
+
+/// A row-count expectation, checked.
+#[derive(Clone, Debug)]
+pub struct ExpectPlan {
+    /// At least this many rows.
+    pub min: u64,
+    /// At most this many.
+    pub max: u64,
+    /// The business error's message when the count is outside.
+    pub error: Template,
+}
+
+/// What a call answers, checked.
+#[derive(Clone, Debug)]
+pub enum ReturnsPlan {
+    /// The rows of the last statement that returned rows.
+    Rows,
+    /// Its first row, or `null`.
+    Row,
+    /// The count of each statement.
+    Affected,
+    /// A text.
+    Template(Template),
+}
+
+/// Exactly once, checked.
+#[derive(Clone, Debug)]
+pub struct OncePlan {
+    /// The parameters whose values are the key.
+    pub key: Vec<String>,
+    /// The records' table, when not the default one (a valid name: checked).
+    pub table: Option<String>,
+}
+
+/// A bearer token and who it makes its caller.
+pub struct TokenPlan {
+    /// The token (from the environment).
+    pub token: String,
+    /// The variable it came from, for messages.
+    pub env: String,
+    /// The caller's roles.
+    pub roles: Vec<String>,
+    /// The toolset it speaks as.
+    pub toolset: Option<String>,
+}
+
+impl std::fmt::Debug for TokenPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenPlan")
+            .field("env", &self.env)
+            .field("roles", &self.roles)
+            .field("toolset", &self.toolset)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads and checks the config file at `path`, reading `${VAR}`s and tokens with `env`.
+///
+/// # Errors
+/// Every problem found, each with its field and line.
+pub fn load(path: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigErrors> {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigErrors {
+        path: path.to_owned(),
+        errors: vec![ConfigError {
+            field: String::new(),
+            line: None,
+            column: None,
+            message: format!("cannot read the file: {error}"),
+        }],
+    })?;
+    parse(&text, env).map_err(|errors| ConfigErrors {
+        path: path.to_owned(),
+        errors,
+    })
+}
+
+/// Checks a config given as text (see [`load`]).
+///
+/// # Errors
+/// Every problem found.
+pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, Vec<ConfigError>> {
+    let file: file::File = serde_saphyr::from_str(text).map_err(|error| {
+        let at = error.location().unwrap_or(serde_saphyr::Location::UNKNOWN);
+        let field = if at == serde_saphyr::Location::UNKNOWN {
+            String::new()
+        } else {
+            path::at_line(text, at.line())
+        };
+        vec![ConfigError::at(field, at, yaml_message(&error))]
+    })?;
+    validate::validate(file, env).map_err(|mut errors| {
+        errors.sort_by_key(|error| error.line.unwrap_or(0));
+        errors
+    })
+}
+
+/// The YAML error's own message, without the place (given apart) or the source snippet.
+fn yaml_message(error: &serde_saphyr::Error) -> String {
+    let text = error.to_string();
+    let mut first = text.lines().next().unwrap_or_default();
+    first = first.strip_prefix("error: ").unwrap_or(first);
+    // "line 3 column 5: …" is said by ConfigError itself.
+    if first.starts_with("line ")
+        && let Some((_, rest)) = first.split_once(": ")
+    {
+        first = rest;
+    }
+    match first.rfind(" at line ") {
+        Some(cut) => first[..cut].to_owned(),
+        None => first.to_owned(),
+    }
+}

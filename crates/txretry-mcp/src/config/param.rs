@@ -1,0 +1,293 @@
+//! A tool's parameter: its type and limits, the JSON Schema clients are shown, and the check
+//! of a call's argument against it (the same rules, so nothing the schema refuses reaches
+//! the database).
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+/// A parameter as declared.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamDecl {
+    /// Its type.
+    #[serde(rename = "type")]
+    pub kind: ParamKind,
+    /// What it means, for the model.
+    pub description: Option<String>,
+    /// Whether a call must give it (default: yes, unless it has a default).
+    pub required: Option<bool>,
+    /// Its value when a call leaves it out.
+    pub default: Option<Value>,
+    /// The only values allowed.
+    #[serde(rename = "enum")]
+    pub allowed: Option<Vec<Value>>,
+    /// The smallest value (numbers) or length (strings).
+    pub min: Option<f64>,
+    /// The largest value (numbers) or length (strings).
+    pub max: Option<f64>,
+}
+
+/// The types a parameter can have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamKind {
+    /// A text.
+    String,
+    /// A whole number (64-bit).
+    Integer,
+    /// A number (64-bit float).
+    Number,
+    /// `true` or `false`.
+    Boolean,
+}
+
+impl ParamKind {
+    /// The JSON Schema type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParamKind::String => "string",
+            ParamKind::Integer => "integer",
+            ParamKind::Number => "number",
+            ParamKind::Boolean => "boolean",
+        }
+    }
+}
+
+/// A value bound to a statement: never spliced into SQL.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SqlValue {
+    /// A missing optional argument (typed, so that the database knows what NULL it is).
+    Null(ParamKind),
+    /// A text.
+    Text(String),
+    /// A whole number.
+    Integer(i64),
+    /// A number.
+    Number(f64),
+    /// A boolean.
+    Boolean(bool),
+}
+
+impl SqlValue {
+    /// As JSON (for templates, keys and answers).
+    pub fn to_json(&self) -> Value {
+        match self {
+            SqlValue::Null(_) => Value::Null,
+            SqlValue::Text(text) => Value::from(text.as_str()),
+            SqlValue::Integer(n) => Value::from(*n),
+            SqlValue::Number(n) => Value::from(*n),
+            SqlValue::Boolean(b) => Value::from(*b),
+        }
+    }
+}
+
+impl ParamDecl {
+    /// Whether a call must give it.
+    pub fn is_required(&self) -> bool {
+        self.required.unwrap_or(self.default.is_none())
+    }
+
+    /// Checks the declaration itself: the default and the allowed values fit the type and
+    /// the limits, the limits make sense. `Err` says what is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        if let (Some(min), Some(max)) = (self.min, self.max)
+            && min > max
+        {
+            return Err(format!("min ({min}) is above max ({max})"));
+        }
+        for limit in [self.min, self.max].into_iter().flatten() {
+            if !limit.is_finite() {
+                return Err("min and max must be finite numbers".to_owned());
+            }
+            if self.kind == ParamKind::String && (limit < 0.0 || limit.fract() != 0.0) {
+                return Err("min and max of a string are lengths: whole numbers, 0 or more".into());
+            }
+        }
+        if self.kind == ParamKind::Boolean && (self.min.is_some() || self.max.is_some()) {
+            return Err("a boolean has no min or max".to_owned());
+        }
+        if let Some(allowed) = &self.allowed {
+            if allowed.is_empty() {
+                return Err("enum lists no value".to_owned());
+            }
+            for value in allowed {
+                self.convert(value)
+                    .map_err(|why| format!("enum value {value}: {why}"))?;
+            }
+        }
+        if let Some(default) = &self.default {
+            self.parse(default)
+                .map_err(|why| format!("default {default}: {why}"))?;
+        }
+        Ok(())
+    }
+
+    /// The JSON Schema of the parameter.
+    pub fn schema(&self) -> Value {
+        let mut schema = Map::new();
+        schema.insert("type".into(), Value::from(self.kind.as_str()));
+        if let Some(description) = &self.description {
+            schema.insert("description".into(), Value::from(description.as_str()));
+        }
+        if let Some(default) = &self.default {
+            schema.insert("default".into(), default.clone());
+        }
+        if let Some(allowed) = &self.allowed {
+            schema.insert("enum".into(), Value::from(allowed.clone()));
+        }
+        let (min_key, max_key) = match self.kind {
+            ParamKind::String => ("minLength", "maxLength"),
+            _ => ("minimum", "maximum"),
+        };
+        for (key, limit) in [(min_key, self.min), (max_key, self.max)] {
+            if let Some(limit) = limit {
+                let limit = if self.kind == ParamKind::Number {
+                    json!(limit)
+                } else {
+                    // Whole numbers for integers and lengths (a fractional integer limit is
+                    // rounded inwards by the check, and shown as the check applies it).
+                    let whole = if key == min_key {
+                        limit.ceil()
+                    } else {
+                        limit.floor()
+                    };
+                    json!(whole as i64)
+                };
+                schema.insert(key.into(), limit);
+            }
+        }
+        Value::Object(schema)
+    }
+
+    /// A call's argument, checked and ready to bind.
+    pub fn parse(&self, value: &Value) -> Result<SqlValue, String> {
+        let converted = self.convert(value)?;
+        if let Some(allowed) = &self.allowed
+            && !allowed
+                .iter()
+                .any(|a| self.convert(a).as_ref() == Ok(&converted))
+        {
+            let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+            return Err(format!("must be one of {}", list.join(", ")));
+        }
+        let measured = match &converted {
+            SqlValue::Text(text) => Some((text.chars().count() as f64, " characters long")),
+            SqlValue::Integer(n) => Some((*n as f64, "")),
+            SqlValue::Number(n) => Some((*n, "")),
+            _ => None,
+        };
+        if let Some((measure, unit)) = measured {
+            if let Some(min) = self.min
+                && measure < min
+            {
+                return Err(format!("must be at least {min}{unit}"));
+            }
+            if let Some(max) = self.max
+                && measure > max
+            {
+                return Err(format!("must be at most {max}{unit}"));
+            }
+        }
+        Ok(converted)
+    }
+
+    /// The value as the parameter's type, or why it is not one.
+    fn convert(&self, value: &Value) -> Result<SqlValue, String> {
+        let wrong = || format!("expected {}, got {}", an(self.kind), describe(value));
+        match self.kind {
+            ParamKind::String => value.as_str().map(|s| SqlValue::Text(s.to_owned())),
+            ParamKind::Integer => value.as_i64().map(SqlValue::Integer),
+            ParamKind::Number => value.as_f64().map(SqlValue::Number),
+            ParamKind::Boolean => value.as_bool().map(SqlValue::Boolean),
+        }
+        .ok_or_else(wrong)
+    }
+}
+
+fn an(kind: ParamKind) -> &'static str {
+    match kind {
+        ParamKind::String => "a string",
+        ParamKind::Integer => "an integer",
+        ParamKind::Number => "a number",
+        ParamKind::Boolean => "a boolean",
+    }
+}
+
+/// A value's JSON type, for error messages (never the whole value: it may be long).
+fn describe(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "an integer",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn param(yaml: &str) -> ParamDecl {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn integers_are_checked_against_type_and_limits() {
+        let p = param("type: integer\nmin: 1\nmax: 10");
+        assert_eq!(p.parse(&json!(3)), Ok(SqlValue::Integer(3)));
+        assert_eq!(p.parse(&json!(0)).unwrap_err(), "must be at least 1");
+        assert_eq!(p.parse(&json!(11)).unwrap_err(), "must be at most 10");
+        assert_eq!(
+            p.parse(&json!("3")).unwrap_err(),
+            "expected an integer, got a string"
+        );
+        assert_eq!(
+            p.parse(&json!(2.5)).unwrap_err(),
+            "expected an integer, got a number"
+        );
+        assert_eq!(
+            p.schema(),
+            json!({"type": "integer", "minimum": 1, "maximum": 10})
+        );
+    }
+
+    #[test]
+    fn strings_are_limited_by_length_and_enum() {
+        let p = param("type: string\nenum: [open, paid]\nmax: 4");
+        assert_eq!(p.parse(&json!("open")), Ok(SqlValue::Text("open".into())));
+        assert_eq!(
+            p.parse(&json!("closed")).unwrap_err(),
+            r#"must be one of "open", "paid""#
+        );
+        let p = param("type: string\nmin: 2");
+        assert_eq!(
+            p.parse(&json!("é")).unwrap_err(),
+            "must be at least 2 characters long"
+        );
+        assert_eq!(p.schema()["minLength"], 2);
+    }
+
+    #[test]
+    fn declarations_that_cannot_hold_are_refused() {
+        assert!(param("type: integer\nmin: 5\nmax: 1").check().is_err());
+        assert!(param("type: integer\ndefault: x").check().is_err());
+        assert!(param("type: boolean\nmax: 1").check().is_err());
+        assert!(param("type: string\nmin: 1.5").check().is_err());
+        assert!(param("type: string\nenum: []").check().is_err());
+        assert!(
+            param("type: integer\nenum: [1, 2]\ndefault: 2")
+                .check()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_default_makes_a_parameter_optional_unless_said_otherwise() {
+        assert!(param("type: integer").is_required());
+        assert!(!param("type: integer\ndefault: 1").is_required());
+        assert!(!param("type: integer\nrequired: false").is_required());
+    }
+}

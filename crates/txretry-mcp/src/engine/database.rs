@@ -1,0 +1,97 @@
+//! What the engine needs of each database: its placeholder style, how it binds a value and
+//! how it reads a row into JSON. One implementation per database, in its own file.
+
+use std::future::Future;
+
+use serde_json::{Map, Value};
+use sqlx::Transaction;
+
+use crate::config::SqlValue;
+use crate::sql::Style;
+
+/// What one statement did.
+#[derive(Debug, Default)]
+pub struct Done {
+    /// Whether the statement returns rows (a SELECT, a RETURNING), even none.
+    pub returns_rows: bool,
+    /// The rows it returned, as objects keyed by column name, in column order.
+    pub rows: Vec<Map<String, Value>>,
+    /// The rows it returned, or else the rows it affected.
+    pub count: u64,
+}
+
+/// A database the server runs tools on.
+pub trait Database: txretry_sqlx::Backend + txretry_tool::OnceBackend {
+    /// How its placeholders are written.
+    const STYLE: Style;
+
+    /// Runs `sql` with `binds` in the transaction.
+    fn run(
+        tx: &mut Transaction<'_, Self>,
+        sql: &str,
+        binds: Vec<SqlValue>,
+    ) -> impl Future<Output = Result<Done, sqlx::Error>> + Send;
+}
+
+/// A column this server cannot read as JSON: the error names it and says how to cast it.
+pub fn unreadable(column: &str, type_name: &str, cast: &str) -> sqlx::Error {
+    sqlx::Error::Decode(
+        format!(
+            "column {column:?} has type {type_name}, which txretry-mcp does not turn into JSON: cast it in the SQL ({cast})"
+        )
+        .into(),
+    )
+}
+
+/// Binds each value to the query with the Rust type that carries it.
+macro_rules! bind_all {
+    ($query:expr, $binds:expr) => {{
+        let mut query = $query;
+        for value in $binds {
+            query = match value {
+                SqlValue::Null(kind) => match kind {
+                    ParamKind::String => query.bind(None::<String>),
+                    ParamKind::Integer => query.bind(None::<i64>),
+                    ParamKind::Number => query.bind(None::<f64>),
+                    ParamKind::Boolean => query.bind(None::<bool>),
+                },
+                SqlValue::Text(text) => query.bind(text),
+                SqlValue::Integer(n) => query.bind(n),
+                SqlValue::Number(n) => query.bind(n),
+                SqlValue::Boolean(b) => query.bind(b),
+            };
+        }
+        query
+    }};
+}
+pub(crate) use bind_all;
+
+/// Runs a statement: prepared first (cached per connection) to learn whether it returns
+/// rows, then fetched or executed.
+macro_rules! run_statement {
+    ($db:ty, $tx:expr, $sql:expr, $binds:expr, $read_row:path) => {{
+        use sqlx::{Executor, SqlSafeStr, Statement as _};
+        let conn = &mut **$tx;
+        // The SQL is the config file's (placeholders renumbered); a call's values are bound.
+        let sql = sqlx::AssertSqlSafe($sql.to_owned()).into_sql_str();
+        let returns_rows = !conn.prepare(sql.clone()).await?.columns().is_empty();
+        let query = $crate::engine::database::bind_all!(sqlx::query::<$db>(sql), $binds);
+        if returns_rows {
+            let rows = query.fetch_all(&mut *conn).await?;
+            let rows = rows.iter().map($read_row).collect::<Result<Vec<_>, _>>()?;
+            Ok(Done {
+                returns_rows,
+                count: rows.len() as u64,
+                rows,
+            })
+        } else {
+            let result = query.execute(&mut *conn).await?;
+            Ok(Done {
+                returns_rows,
+                rows: Vec::new(),
+                count: result.rows_affected(),
+            })
+        }
+    }};
+}
+pub(crate) use run_statement;

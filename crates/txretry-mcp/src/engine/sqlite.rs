@@ -1,0 +1,44 @@
+//! SQLite: `?` placeholders; rows read by each value's own storage class (SQLite's columns
+//! are not typed).
+
+use serde_json::{Map, Value};
+use sqlx::sqlite::{Sqlite, SqliteRow};
+use sqlx::{Column, Row, Transaction, TypeInfo, ValueRef};
+
+use super::database::{Database, Done, run_statement, unreadable};
+use crate::config::{ParamKind, SqlValue};
+use crate::sql::Style;
+
+impl Database for Sqlite {
+    const STYLE: Style = Style::Question;
+
+    async fn run(
+        tx: &mut Transaction<'_, Sqlite>,
+        sql: &str,
+        binds: Vec<SqlValue>,
+    ) -> Result<Done, sqlx::Error> {
+        run_statement!(Sqlite, tx, sql, binds, read_row)
+    }
+}
+
+fn read_row(row: &SqliteRow) -> Result<Map<String, Value>, sqlx::Error> {
+    let mut object = Map::new();
+    for column in row.columns() {
+        let i = column.ordinal();
+        let name = column.name();
+        let raw = row.try_get_raw(i)?;
+        let value = if raw.is_null() {
+            Value::Null
+        } else {
+            let storage = raw.type_info().name().to_owned();
+            match storage.as_str() {
+                "INTEGER" => Value::from(row.try_get_unchecked::<i64, _>(i)?),
+                "REAL" => Value::from(row.try_get_unchecked::<f64, _>(i)?),
+                "TEXT" => Value::from(row.try_get_unchecked::<String, _>(i)?),
+                other => return Err(unreadable(name, other, &format!("CAST({name} AS TEXT)"))),
+            }
+        };
+        object.insert(name.to_owned(), value);
+    }
+    Ok(object)
+}

@@ -1,0 +1,184 @@
+//! `txretry-mcp`: serves the transactional tools declared in a YAML file over MCP.
+//!
+//! ```text
+//! txretry-mcp check --config tools.yaml
+//! txretry-mcp serve --config tools.yaml [--role ROLE]... [--toolset NAME]
+//! txretry-mcp serve --config tools.yaml --http 127.0.0.1:8080
+//! ```
+//!
+//! Exit codes: 0 done; 1 the server failed; 2 the config (or a flag) was refused.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use txretry_mcp::auth::Tokens;
+use txretry_mcp::config::{self, Config, ConfigErrors};
+use txretry_mcp::{check, serve, toolbox};
+use txretry_tool::Caller;
+use txretry_tool::mcp::RetryRelay;
+
+#[derive(Parser)]
+#[command(
+    name = "txretry-mcp",
+    version,
+    about = "Transactional database tools for MCP hosts, declared in a YAML file"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Checks the config and prepares every statement on its source; exit 2 on a problem.
+    Check {
+        /// The config file.
+        #[arg(long, short)]
+        config: String,
+    },
+    /// Checks the config as `check` does, then serves its tools.
+    Serve {
+        /// The config file.
+        #[arg(long, short)]
+        config: String,
+        /// Serve streamable HTTP at ADDR (`127.0.0.1:8080`, or a port alone for loopback)
+        /// instead of stdio; callers are the config's bearer tokens.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// A role of the stdio caller (repeatable).
+        #[arg(long = "role", value_name = "ROLE")]
+        roles: Vec<String>,
+        /// The toolset the stdio caller speaks as: offered only its tools.
+        #[arg(long)]
+        toolset: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("txretry-mcp: cannot start: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(cli.command))
+}
+
+async fn run(command: Command) -> ExitCode {
+    let (path, serving) = match &command {
+        Command::Check { config } => (config, None),
+        Command::Serve {
+            config,
+            http,
+            roles,
+            toolset,
+        } => (config, Some((http, roles, toolset))),
+    };
+    let refused = |errors: Vec<config::ConfigError>| {
+        eprintln!(
+            "{}",
+            ConfigErrors {
+                path: path.clone(),
+                errors
+            }
+        );
+        ExitCode::from(2)
+    };
+    let config: Config = match config::load(path, &|name| std::env::var(name).ok()) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::from(2);
+        }
+    };
+    let addr = match serving
+        .and_then(|(http, _, _)| http.as_deref())
+        .map(parse_addr)
+    {
+        Some(Ok(addr)) => Some(addr),
+        Some(Err(why)) => {
+            eprintln!("txretry-mcp: --http: {why}");
+            return ExitCode::from(2);
+        }
+        None => None,
+    };
+    if let Some((_, _, Some(set))) = serving
+        && !config.toolsets.contains_key(set)
+    {
+        eprintln!("txretry-mcp: --toolset: {path} declares no toolset {set:?}");
+        return ExitCode::from(2);
+    }
+    let pools = match check::open(&config).await {
+        Ok(pools) => pools,
+        Err(errors) => return refused(errors),
+    };
+    let prepared = match check::prepare(&config, &pools).await {
+        Ok(prepared) => prepared,
+        Err(errors) => return refused(errors),
+    };
+    let Some((_, roles, toolset)) = serving else {
+        println!(
+            "{path}: OK: {} tools, {prepared} statements prepared on {} sources",
+            config.tools.len(),
+            config.sources.len()
+        );
+        return ExitCode::SUCCESS;
+    };
+    let relay = RetryRelay::new();
+    let toolbox = match toolbox::build(&config, &pools, &relay) {
+        Ok(toolbox) => toolbox,
+        Err(error) => {
+            eprintln!("txretry-mcp: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    for source in config.sources.values() {
+        eprintln!("txretry-mcp: source {}: {}", source.name, source.shown);
+    }
+    let served = match addr {
+        None => {
+            let mut caller = Caller::new(roles.iter().cloned());
+            if let Some(set) = toolset {
+                caller = caller.persona(set.clone());
+            }
+            serve::stdio(toolbox, relay, caller).await
+        }
+        Some(addr) => {
+            let tokens = Tokens::new(&config.tokens);
+            if tokens.is_empty() {
+                eprintln!(
+                    "txretry-mcp: auth.tokens is empty: every HTTP caller is offered nothing"
+                );
+            }
+            serve::http(toolbox, relay, tokens, addr, |bound| {
+                println!("listening on http://{bound}/mcp");
+            })
+            .await
+        }
+    };
+    for pool in pools.values() {
+        pool.close().await;
+    }
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("txretry-mcp: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--http`: an address, or a port alone (loopback).
+fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.trim_start_matches(':').parse::<u16>() {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    text.parse()
+        .map_err(|_| format!("{text:?} is not an address such as 127.0.0.1:8080, nor a port"))
+}

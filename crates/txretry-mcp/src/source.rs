@@ -1,0 +1,90 @@
+//! A source's connection pool: SQLite, MySQL/MariaDB, Postgres, or a multi-host Postgres URL
+//! (a [`PrimaryPool`] that follows the primary through a failover).
+
+use std::str::FromStr;
+
+use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use txretry_sqlx::PrimaryPool;
+
+use crate::config::{Engine, Source};
+
+/// An open source.
+pub enum Pool {
+    /// A Postgres server, or a proxy that routes to the primary.
+    Postgres(PgPool),
+    /// A multi-host Postgres URL: the pool follows the host that accepts writes.
+    Primary(PrimaryPool),
+    /// MySQL or MariaDB.
+    MySql(MySqlPool),
+    /// SQLite.
+    Sqlite(SqlitePool),
+}
+
+impl Pool {
+    /// Opens the source's pool and checks that it answers (one connection).
+    ///
+    /// # Errors
+    /// The driver's error, when the URL is refused or the database does not answer.
+    pub async fn open(source: &Source) -> Result<Pool, Box<dyn std::error::Error + Send + Sync>> {
+        let n = source.max_connections;
+        Ok(match source.engine {
+            Engine::Postgres if is_multi_host(&source.url) => Pool::Primary(
+                PrimaryPool::connect(PgPoolOptions::new().max_connections(n), &source.url).await?,
+            ),
+            Engine::Postgres => Pool::Postgres(
+                PgPoolOptions::new()
+                    .max_connections(n)
+                    .connect(&source.url)
+                    .await?,
+            ),
+            Engine::MySql => Pool::MySql(
+                MySqlPoolOptions::new()
+                    .max_connections(n)
+                    .connect(&source.url)
+                    .await?,
+            ),
+            Engine::Sqlite => {
+                // sqlx's default busy timeout (5 s) stays: a writer waits for the lock
+                // before SQLITE_BUSY, which the policy then retries.
+                let options = SqliteConnectOptions::from_str(&source.url)?;
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(n)
+                    .connect_with(options)
+                    .await?;
+                Pool::Sqlite(pool)
+            }
+        })
+    }
+
+    /// Closes the pool, waiting for connections in use to come back.
+    pub async fn close(&self) {
+        match self {
+            Pool::Postgres(pool) => pool.close().await,
+            Pool::Primary(pool) => pool.close().await,
+            Pool::MySql(pool) => pool.close().await,
+            Pool::Sqlite(pool) => pool.close().await,
+        }
+    }
+}
+
+/// Whether a Postgres URL names several hosts (`h1:p1,h2:p2`).
+fn is_multi_host(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+    let hosts = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, hosts)| hosts);
+    hosts.contains(',')
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn multi_host_urls_are_told_apart() {
+        assert!(super::is_multi_host("postgres://u:p@h1:1,h2:2/db"));
+        assert!(!super::is_multi_host("postgres://u:p,q@h1:1/db"));
+        assert!(!super::is_multi_host("postgres://h/db?options=a,b"));
+    }
+}

@@ -1,0 +1,157 @@
+//! A checked config and its open pools, as a txretry-tool [`Toolbox`]: one dynamic tool per
+//! declared tool, its arguments checked against its parameters before anything runs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use txretry_tool::mcp::RetryRelay;
+use txretry_tool::{BuildError, Once, Tool, ToolContext, Toolbox};
+
+use crate::config::{Config, ReturnsPlan, SqlValue, ToolPlan};
+use crate::engine::{self, Args};
+use crate::source::Pool;
+
+/// The toolbox of `config`, its tools running on `pools` (by source name), its retries
+/// reported through `relay`.
+///
+/// # Errors
+/// What txretry-tool refuses (a config that passed the checks is not refused).
+pub fn build(
+    config: &Config,
+    pools: &HashMap<String, Arc<Pool>>,
+    relay: &RetryRelay,
+) -> Result<Toolbox, BuildError> {
+    let mut builder = Toolbox::builder().on_retry(relay.hook());
+    if let Some(policy) = &config.default_retry {
+        builder = builder.policy(policy.clone());
+    }
+    for (set, tools) in &config.toolsets {
+        builder = builder.persona(set.clone(), tools.clone());
+    }
+    for plan in &config.tools {
+        let pool = Arc::clone(&pools[&plan.source]);
+        builder = builder.tool(tool(Arc::new(plan.clone()), pool));
+    }
+    builder.build()
+}
+
+fn tool(plan: Arc<ToolPlan>, pool: Arc<Pool>) -> Tool {
+    let params = Arc::clone(&plan);
+    let parse = move |args: &Value| parse_args(&params, args);
+    let handler = {
+        let plan = Arc::clone(&plan);
+        move |ctx: ToolContext, args: Args| {
+            let plan = Arc::clone(&plan);
+            let pool = Arc::clone(&pool);
+            async move {
+                match &*pool {
+                    Pool::Postgres(pool) => engine::call(ctx, pool.clone(), plan, args).await,
+                    Pool::Primary(pool) => engine::call(ctx, pool.pool(), plan, args).await,
+                    Pool::MySql(pool) => engine::call(ctx, pool.clone(), plan, args).await,
+                    Pool::Sqlite(pool) => engine::call(ctx, pool.clone(), plan, args).await,
+                }
+            }
+        }
+    };
+    let mut tool = Tool::dynamic(
+        plan.name.clone(),
+        plan.description.clone(),
+        input_schema(&plan),
+        parse,
+        handler,
+    )
+    .read_only(plan.read_only)
+    .idempotent(plan.idempotent)
+    .output_schema(output_schema(&plan.returns));
+    if let Some(timeout) = plan.timeout {
+        tool = tool.timeout(timeout);
+    }
+    if let Some(policy) = &plan.retry {
+        tool = tool.retry(policy.clone());
+    }
+    if let Some(roles) = &plan.roles {
+        tool = tool.roles(roles.clone());
+    }
+    if let Some(once) = &plan.once {
+        let key = once.key.clone();
+        let mut record = Once::key_from_args(move |args: &Value| once_key(&key, args));
+        if let Some(table) = &once.table {
+            // Checked when the config was loaded.
+            record = record.table(table).unwrap_or_else(|_| Once::new());
+        }
+        tool = tool.once(record);
+    }
+    tool
+}
+
+/// The key of a `once` call: the key parameters' values, as a JSON array (`[7,"r-19"]`).
+fn once_key(key: &[String], args: &Value) -> String {
+    let values: Vec<Value> = key
+        .iter()
+        .map(|name| args.get(name).cloned().unwrap_or(Value::Null))
+        .collect();
+    Value::from(values).to_string()
+}
+
+/// The JSON Schema of a tool's arguments.
+pub fn input_schema(plan: &ToolPlan) -> Value {
+    let properties: Map<String, Value> = plan
+        .params
+        .iter()
+        .map(|(name, decl)| (name.clone(), decl.schema()))
+        .collect();
+    let required: Vec<&str> = plan
+        .params
+        .iter()
+        .filter(|(_, decl)| decl.is_required())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// The JSON Schema of what a call answers.
+fn output_schema(returns: &ReturnsPlan) -> Value {
+    match returns {
+        ReturnsPlan::Rows => json!({"type": "array", "items": {"type": "object"}}),
+        ReturnsPlan::Row => json!({"type": ["object", "null"]}),
+        ReturnsPlan::Affected => json!({"type": "array", "items": {"type": "integer"}}),
+        ReturnsPlan::Template(_) => json!({"type": "string"}),
+    }
+}
+
+/// A call's arguments checked against the tool's parameters, with the schema's rules: an
+/// object, nothing undeclared, every required one given, each of its type and within its
+/// limits. Missing optional ones take their default, or NULL.
+pub fn parse_args(plan: &ToolPlan, args: &Value) -> Result<Args, String> {
+    let empty = Map::new();
+    let given = match args {
+        Value::Object(given) => given,
+        Value::Null => &empty,
+        _ => return Err("the arguments must be an object".to_owned()),
+    };
+    if let Some(unknown) = given.keys().find(|key| !plan.params.contains_key(*key)) {
+        return Err(format!("{unknown}: no such parameter"));
+    }
+    let mut parsed = Args::with_capacity(plan.params.len());
+    for (name, decl) in &plan.params {
+        let value = match (given.get(name), &decl.default) {
+            (Some(Value::Null), _) | (None, None) if !decl.is_required() => {
+                SqlValue::Null(decl.kind)
+            }
+            (None, None) | (Some(Value::Null), _) => {
+                return Err(format!("{name}: required"));
+            }
+            (Some(value), _) | (None, Some(value)) => {
+                decl.parse(value).map_err(|why| format!("{name}: {why}"))?
+            }
+        };
+        parsed.insert(name.clone(), value);
+    }
+    Ok(parsed)
+}
