@@ -3,7 +3,7 @@
 //! by the runner; the commit boundary through a fault-injecting proxy. Needs
 //! `TXRETRY_MYSQL_URL` (or Docker); see txretry-testkit.
 
-#[path = "../shared/admission.rs"]
+#[path = "../shared/admission/mod.rs"]
 mod admission;
 mod admission_db;
 

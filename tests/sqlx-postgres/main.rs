@@ -3,7 +3,7 @@
 //! recovered by the runner; the commit boundary through a fault-injecting proxy; errors a
 //! closure swallowed. Needs `TXRETRY_POSTGRES_URL` (or Docker); see txretry-testkit.
 
-#[path = "../shared/admission.rs"]
+#[path = "../shared/admission/mod.rs"]
 mod admission;
 mod admission_db;
 
