@@ -8,6 +8,8 @@ mod admission;
 mod admission_db;
 
 // Tests written once for sqlx on PostgreSQL and on MySQL; `dialect` says how they differ.
+#[path = "../sqlx-shared/admission_run.rs"]
+mod admission_run;
 #[path = "../sqlx-shared/business.rs"]
 mod business;
 #[path = "../sqlx-shared/commit_fault.rs"]

@@ -7,7 +7,7 @@ use txretry_testkit::intervals::{
     self, KEYS, Meeting, ROUNDS, WORKERS, assert_no_overlap, assert_overlap, policy, shared,
 };
 
-use super::{Driver, Interval, OnRow, key};
+use super::{Driver, Interval, OnRow, key, url};
 use crate::admission_db::Db;
 
 /// Two processes (`WORKERS` tasks × `ROUNDS` transactions on `KEYS` keys each) against a
@@ -28,7 +28,8 @@ async fn two_processes(
     let mut tasks = tokio::task::JoinSet::new();
     let mut processes = Vec::new();
     for process_id in 0..intervals::PROCESSES {
-        let process = Db::process(url, &format!("{table}_p{process_id}"), WORKERS as u32).await;
+        let process =
+            Db::process(url, &format!("{table}_p{process_id}"), WORKERS as u32, None).await;
         // Each process its own policy, with its own Admission.
         let policy = policy(admission(), 100);
         for worker in 0..WORKERS {
@@ -72,10 +73,7 @@ async fn two_processes(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_never_run_one_key_at_once() {
-    let Some(url) = Db::BINARY
-        .server
-        .url(&format!("{} admission never_overlap", Db::BINARY.name))
-    else {
+    let Some(url) = url("never_overlap") else {
         return;
     };
     let overlaps = two_processes(&url, "shared", shared, false).await;
@@ -86,12 +84,7 @@ async fn two_processes_never_run_one_key_at_once() {
 /// same key at once (forced here, so it does not depend on timing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_database_two_processes_overlap() {
-    let Some(url) = Db::BINARY
-        .server
-        .url(&format!("{} admission overlap", Db::BINARY.name))
-    else {
-        return;
-    };
+    let Some(url) = url("overlap") else { return };
     let overlaps = two_processes(&url, "local", Admission::per_key, true).await;
     assert_overlap(overlaps);
 }
@@ -102,10 +95,7 @@ async fn without_the_database_two_processes_overlap() {
 /// in another process that saw no collision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contended_keys_are_locked_after_their_first_collision() {
-    let Some(url) = Db::BINARY
-        .server
-        .url(&format!("{} admission contended keys", Db::BINARY.name))
-    else {
+    let Some(url) = url("contended keys") else {
         return;
     };
     let url = &url;
@@ -120,7 +110,7 @@ async fn contended_keys_are_locked_after_their_first_collision() {
     // Processes of this test's own: a first attempt's session setting stays in its session.
     let mut processes = Vec::new();
     for name in ["a", "b"] {
-        let process = Db::process(url, &format!("{table}_{name}"), 2).await;
+        let process = Db::process(url, &format!("{table}_{name}"), 2, None).await;
         let worker = Db::worker(&process).await;
         processes.push((process, worker, policy(contended::adaptive(), 5)));
     }
