@@ -4,36 +4,34 @@
 //! connections they get back (`reset_connection=false`, which would also drop named
 //! locks), so only the runner's own release keeps them clean. Every wait is observed in
 //! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed. The
-//! scenarios every driver has are in `tests/shared/admission.rs`; [`Db`] is how they run here.
+//! scenarios every driver has are in `tests/shared/admission/`; [`Db`] is how they run here.
+//! The ones here are MySQL's own.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Pool};
 use tokio::sync::{Notify, mpsc};
-use txretry::{
-    Admission, Code, KeyHash, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions,
-    Verdict,
-};
+use txretry::{Admission, Code, RetryPolicy, TransientKind, TxError, TxOptions, Verdict};
 use txretry_testkit::intervals::{WAIT, policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Binary, Driver, Interval, OnRow, Server, lock_wait_timed_out};
-use crate::common::wait_until_session_gone as wait_until_gone;
+use crate::admission::{
+    Binary, Driver, Failed, Interval, OnRow, Said, Server, Started, Then, lock_name,
+    lock_wait_timed_out,
+};
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::mysql_url(test)
 }
 
 /// A pool standing in for one process: up to `max` connections, kept when idle and not
-/// reset between uses.
-fn process(url: &str, max: usize) -> Pool {
-    crate::common::pool_with(
-        url,
-        &format!("pool_min=1&pool_max={max}&reset_connection=false"),
-    )
+/// reset between uses; its sessions run `setup` first, if any.
+fn process(url: &str, max: usize, setup: Option<&'static str>) -> Pool {
+    let params = format!("pool_min=1&pool_max={max}&reset_connection=false");
+    let init = setup.into_iter().map(String::from).collect();
+    crate::common::pool_with_init(url, &params, init)
 }
 
 async fn connect(url: &str) -> Conn {
@@ -45,11 +43,6 @@ fn key(name: &str, n: i64) -> ((String, i64), String) {
     let key = (name.to_string(), n);
     let lock = lock_name(&key);
     (key, lock)
-}
-
-/// The name of `key`'s named lock.
-fn lock_name(key: &(String, i64)) -> String {
-    format!("txretry:{:016x}", KeyHash::of(key).to_u64())
 }
 
 /// The session's id.
@@ -88,7 +81,7 @@ async fn wait_for_get_lock(observer: &mut Conn, lock: &str) -> u64 {
     waiter.unwrap()
 }
 
-/// mysql_async for the scenarios of `tests/shared/admission.rs`.
+/// mysql_async for the scenarios of `tests/shared/admission/`.
 pub struct Db;
 
 impl Driver for Db {
@@ -104,8 +97,8 @@ impl Driver for Db {
         connect(url).await.query_first(sql).await.unwrap().unwrap()
     }
 
-    async fn process(url: &str, _app: &str, workers: u32) -> Pool {
-        process(url, workers as usize)
+    async fn process(url: &str, _app: &str, workers: u32, setup: Option<&'static str>) -> Pool {
+        process(url, workers as usize, setup)
     }
 
     async fn worker(pool: &Pool) -> Pool {
@@ -174,6 +167,46 @@ impl Driver for Db {
             .await
             .map_or(0, |_| 1)
     }
+
+    async fn run(
+        pool: &mut Pool,
+        policy: &RetryPolicy,
+        options: &TxOptions,
+        started: Started,
+        then: Then,
+    ) -> Result<(), Failed> {
+        let server = Self::BINARY.server;
+        txretry::mysql_async::transaction_with(&*pool, policy, options, async move |tx| {
+            let me: Option<i64> = tx.query_first(server.session_id()).await?;
+            // A test that does not look at the ids has dropped the receiver.
+            let _ = started.send(me.expect("a session id"));
+            match &then {
+                Then::Commit => {}
+                Then::WaitFor(release) => release.notified().await,
+                Then::SleepInServer => tx.query_drop(server.sleep_a_minute()).await?,
+                Then::Select(query, to) => {
+                    let selected: Option<i64> = tx.query_first(*query).await?;
+                    let _ = to.send(selected.expect("a row"));
+                }
+            }
+            Ok::<_, mysql_async::Error>(())
+        })
+        .await
+        .map_err(|err| {
+            Failed::of(err, |err| match err {
+                mysql_async::Error::Server(server) => Said {
+                    sqlstate: Some(server.state.clone()),
+                    number: Some(server.code),
+                    message: server.message.clone(),
+                },
+                other => Said {
+                    sqlstate: None,
+                    number: None,
+                    message: other.to_string(),
+                },
+            })
+        })
+    }
 }
 
 /// A transaction under `options`' keys that does nothing (the runner's future).
@@ -209,126 +242,6 @@ fn hold(
     ))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_session_releases_its_key() {
-    let Some(url) = url("mysql_async::admission_db killed") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_ma_killed");
-    let (key, lock) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (pool_a, pool_b) = (process(&url, 1), process(&url, 1));
-    let mut observer = connect(&url).await;
-
-    // Process A holds the key and sleeps in the server until its session is killed.
-    let (ids, mut id) = mpsc::unbounded_channel();
-    let holder = tokio::spawn(txretry::mysql_async::transaction_with(
-        &pool_a,
-        &policy(shared(), 1),
-        &options,
-        async move |tx| {
-            ids.send(session_id(tx).await).unwrap();
-            tx.query_drop("DO SLEEP(60)").await
-        },
-    ));
-    let holder_id = within(id.recv()).await.unwrap();
-    assert_eq!(lock_holder(&mut observer, &lock).await, Some(holder_id));
-
-    // Process B waits for it on the server.
-    let ran = Arc::new(AtomicU32::new(0));
-    let counter = ran.clone();
-    let waiter = tokio::spawn(txretry::mysql_async::transaction_with(
-        &pool_b,
-        &policy(shared(), 1),
-        &options,
-        async move |tx| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, mysql_async::Error>(session_id(tx).await)
-        },
-    ));
-    wait_for_get_lock(&mut observer, &lock).await;
-    assert_eq!(
-        ran.load(Ordering::SeqCst),
-        0,
-        "B waits while A holds the key"
-    );
-
-    observer
-        .query_drop(format!("KILL {holder_id}"))
-        .await
-        .unwrap();
-    let waiter_id = within(waiter)
-        .await
-        .unwrap()
-        .expect("B gets the key once A's session is gone");
-    assert_eq!(ran.load(Ordering::SeqCst), 1);
-    assert!(
-        within(holder).await.unwrap().is_err(),
-        "A's session was killed"
-    );
-    // B released it after its COMMIT.
-    assert_eq!(
-        lock_holder(&mut observer, &lock).await,
-        None,
-        "B ({waiter_id}) let go"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_waiter_releases_everything() {
-    let Some(url) = url("mysql_async::admission_db cancelled") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_ma_cancel");
-    let (key, lock) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (pool_a, pool_b) = (process(&url, 1), process(&url, 1));
-    let mut observer = connect(&url).await;
-
-    let (holding, mut held) = mpsc::unbounded_channel();
-    let release = Arc::new(Notify::new());
-    let holder = hold(&pool_a, &options, holding, release.clone());
-    let holder_id = within(held.recv()).await.unwrap();
-
-    let policy_b = policy(shared(), 1);
-    let ran = Arc::new(AtomicBool::new(false));
-    let flag = ran.clone();
-    let waiter = tokio::spawn(txretry::mysql_async::transaction_with(
-        &pool_b,
-        &policy_b,
-        &options,
-        async move |_tx| {
-            flag.store(true, Ordering::SeqCst);
-            Ok::<_, mysql_async::Error>(())
-        },
-    ));
-    let waiter_id = wait_for_get_lock(&mut observer, &lock).await;
-    // Cancel B while the server has it waiting for the key.
-    waiter.abort();
-    assert!(within(waiter).await.unwrap_err().is_cancelled());
-
-    release.notify_one();
-    within(holder).await.unwrap().unwrap();
-    // B's connection was closed, not pooled: its session ends once the server has let go
-    // of its wait, and with it whatever it was granted.
-    wait_until_gone(&mut observer, waiter_id).await;
-    assert!(
-        !ran.load(Ordering::SeqCst),
-        "the cancelled attempt never ran"
-    );
-    let holder_now = lock_holder(&mut observer, &lock).await;
-    assert_ne!(holder_now, Some(holder_id), "A released it after COMMIT");
-    assert_eq!(holder_now, None, "nobody holds the key");
-    let free: Option<i64> = observer
-        .query_first(format!("SELECT GET_LOCK('{lock}', 0)"))
-        .await
-        .unwrap();
-    assert_eq!(free, Some(1), "the key can be taken at once");
-    observer.query_drop("DO RELEASE_ALL_LOCKS()").await.unwrap();
-    // And B's process takes it again without waiting for anyone.
-    within(nothing(&pool_b, &policy_b, &options)).await.unwrap();
-}
-
 /// After a commit, a business error, a database error and a lock not granted in time, the
 /// connection goes back to the pool (the same session serves every call) holding no named
 /// lock.
@@ -342,7 +255,7 @@ async fn connections_go_back_to_the_pool_without_named_locks() {
     let all = keys.iter().fold(TxOptions::new(), |options, (key, _)| {
         options.contends_on(key.clone())
     });
-    let pool = process(&url, 1);
+    let pool = process(&url, 1, None);
     let policy = policy(Admission::per_key().in_database(Duration::from_secs(1)), 1);
     let mut observer = connect(&url).await;
     let session = session_id(&mut pool.get_conn().await.unwrap()).await;
@@ -419,72 +332,6 @@ async fn connections_go_back_to_the_pool_without_named_locks() {
     pool.disconnect().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
-    let Some(url) = url("mysql_async::admission_db lock timeout") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_ma_timeout");
-    let (key, lock) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (pool_a, pool_b) = (process(&url, 1), process(&url, 1));
-    let mut observer = connect(&url).await;
-
-    let (holding, mut held) = mpsc::unbounded_channel();
-    let release = Arc::new(Notify::new());
-    let holder = hold(&pool_a, &options, holding, release.clone());
-    let holder_id = within(held.recv()).await.unwrap();
-
-    let impatient = policy(Admission::per_key().in_database(Duration::from_secs(1)), 2);
-    let ran = Arc::new(AtomicU32::new(0));
-    let counter = ran.clone();
-    let err = within(txretry::mysql_async::transaction_with(
-        &pool_b,
-        &impatient,
-        &options,
-        async move |_tx| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, mysql_async::Error>(())
-        },
-    ))
-    .await
-    .expect_err("A holds the key throughout");
-    assert_eq!(ran.load(Ordering::SeqCst), 0);
-    let outcome = err.outcome();
-    assert_eq!(
-        outcome.verdict(),
-        Verdict::Transient(TransientKind::LockTimeout),
-        "{err:?}"
-    );
-    assert_eq!(outcome.code(), Some(Code::MySql(1205)));
-    assert_eq!(outcome.phase(), Phase::Body);
-    assert_eq!(outcome.attempts(), 2, "retried under the policy");
-    assert_eq!(outcome.stop_reason(), StopReason::AttemptsExhausted);
-    match err.error() {
-        mysql_async::Error::Server(server) => {
-            assert_eq!((server.code, server.state.as_str()), (1205, "HY000"));
-            assert!(
-                server.message.starts_with("txretry admission: named lock"),
-                "{server:?}"
-            );
-            assert!(server.message.contains(&lock), "{server:?}");
-        }
-        other => panic!("not the runner's 1205: {other:?}"),
-    }
-    assert_eq!(
-        lock_holder(&mut observer, &lock).await,
-        Some(holder_id),
-        "only A's"
-    );
-
-    release.notify_one();
-    within(holder).await.unwrap().unwrap();
-    assert_eq!(lock_holder(&mut observer, &lock).await, None);
-    within(nothing(&pool_b, &impatient, &options))
-        .await
-        .unwrap();
-}
-
 /// `KILL QUERY` on a waiting `GET_LOCK` makes it return NULL: the attempt fails with
 /// 1317 (interrupted), which is permanent, and the session goes back to the pool clean.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -495,7 +342,7 @@ async fn an_interrupted_wait_is_permanent() {
     let name = txretry_testkit::unique_name("adm_ma_interrupted");
     let (key, lock) = key(&name, 1);
     let options = TxOptions::new().contends_on(key);
-    let (pool_a, pool_b) = (process(&url, 1), process(&url, 1));
+    let (pool_a, pool_b) = (process(&url, 1, None), process(&url, 1, None));
     let mut observer = connect(&url).await;
 
     let (holding, mut held) = mpsc::unbounded_channel();

@@ -20,6 +20,12 @@ pub fn pool_with(url: &str, params: &str) -> Pool {
     Pool::new(with_params(url, params).as_str())
 }
 
+/// A pool as [`pool_with`] makes it, whose new sessions first run `init`.
+pub fn pool_with_init(url: &str, params: &str, init: Vec<String>) -> Pool {
+    let opts = mysql_async::Opts::from_url(&with_params(url, params)).expect("a MySQL URL");
+    Pool::new(mysql_async::OptsBuilder::from_opts(opts).init(init))
+}
+
 /// A connection of its own (outside any pool) to `url`, with `prefer_socket=false` (see
 /// [`pool_with`]): observers and lock holders must reach the same server as the pools.
 pub async fn direct_conn(url: &str) -> Conn {

@@ -2,33 +2,40 @@
 //! (`GET_LOCK`). Two pools stand in for two processes: each has its own policy and its own
 //! `Admission`, so only the database can make them take turns. Every wait is observed in
 //! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed. The
-//! scenarios every driver has are in `tests/shared/admission.rs`; [`Db`] is how they run here.
+//! scenarios every driver has are in `tests/shared/admission/`; [`Db`] is how they run here.
+//! The ones here are MySQL's own.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use sqlx::MySqlConnection;
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use sqlx::{Executor, MySqlConnection};
 use tokio::sync::{Notify, mpsc};
-use txretry::{
-    Admission, Code, KeyHash, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions,
-    Verdict,
-};
+use txretry::{Admission, Code, RetryPolicy, TransientKind, TxError, TxOptions, Verdict};
 use txretry_testkit::intervals::{WAIT, policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Binary, Driver, Interval, OnRow, Server, lock_wait_timed_out};
+use crate::admission::{
+    Binary, Driver, Failed, Interval, OnRow, Server, Started, Then, lock_name, lock_wait_timed_out,
+};
 use crate::common::{connect, exec, sql};
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::mysql_url(test)
 }
 
-/// A pool standing in for one process.
-async fn process(url: &str, max_connections: u32) -> MySqlPool {
+/// A pool standing in for one process; its sessions run `setup` first, if any.
+async fn process(url: &str, max_connections: u32, setup: Option<&'static str>) -> MySqlPool {
     MySqlPoolOptions::new()
         .max_connections(max_connections)
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                if let Some(setup) = setup {
+                    conn.execute(setup).await?;
+                }
+                Ok(())
+            })
+        })
         .connect(url)
         .await
         .unwrap()
@@ -39,11 +46,6 @@ fn key(name: &str, n: i64) -> ((String, i64), String) {
     let key = (name.to_string(), n);
     let lock = lock_name(&key);
     (key, lock)
-}
-
-/// The name of `key`'s named lock.
-fn lock_name(key: &(String, i64)) -> String {
-    format!("txretry:{:016x}", KeyHash::of(key).to_u64())
 }
 
 /// The session holding named lock `lock`, if any (`IS_USED_LOCK`).
@@ -75,21 +77,7 @@ async fn wait_for_get_lock(observer: &mut MySqlConnection, lock: &str) -> u64 {
     waiter.unwrap()
 }
 
-/// Waits until session `id` is gone from the server.
-async fn wait_until_gone(observer: &mut MySqlConnection, id: u64) {
-    poll_until(format!("session {id} is still connected"), async || {
-        let n: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM information_schema.processlist WHERE id = ?")
-                .bind(id)
-                .fetch_one(&mut *observer)
-                .await
-                .unwrap();
-        n == 0
-    })
-    .await;
-}
-
-/// sqlx on MySQL for the scenarios of `tests/shared/admission.rs`.
+/// sqlx on MySQL for the scenarios of `tests/shared/admission/`.
 pub struct Db;
 
 impl Driver for Db {
@@ -108,8 +96,13 @@ impl Driver for Db {
             .unwrap()
     }
 
-    async fn process(url: &str, _app: &str, workers: u32) -> MySqlPool {
-        process(url, workers).await
+    async fn process(
+        url: &str,
+        _app: &str,
+        workers: u32,
+        setup: Option<&'static str>,
+    ) -> MySqlPool {
+        process(url, workers, setup).await
     }
 
     async fn worker(pool: &MySqlPool) -> MySqlPool {
@@ -191,6 +184,16 @@ impl Driver for Db {
             .await
             .map_or(0, |_| 1)
     }
+
+    async fn run(
+        pool: &mut MySqlPool,
+        policy: &RetryPolicy,
+        options: &TxOptions,
+        started: Started,
+        then: Then,
+    ) -> Result<(), Failed> {
+        crate::admission_run::run(pool, policy, options, started, then).await
+    }
 }
 
 /// A transaction under `options`' keys that does nothing (the runner's future).
@@ -227,129 +230,6 @@ fn hold(
     ))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_session_releases_its_key() {
-    let Some(url) = url("sqlx-mysql admission_db killed") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_my_killed");
-    let (key, lock) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (pool_a, pool_b) = (process(&url, 1).await, process(&url, 1).await);
-    let mut observer = connect(&url).await;
-
-    // Process A holds the key and sleeps in the server until its session is killed.
-    let (ids, mut id) = mpsc::unbounded_channel();
-    let holder = tokio::spawn(txretry::sqlx::transaction_with(
-        &pool_a,
-        &policy(shared(), 1),
-        &options,
-        async move |tx| {
-            let me: u64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
-                .fetch_one(&mut **tx)
-                .await?;
-            ids.send(me).unwrap();
-            sqlx::query("DO SLEEP(60)").execute(&mut **tx).await?;
-            Ok::<_, sqlx::Error>(())
-        },
-    ));
-    let holder_id = within(id.recv()).await.unwrap();
-    assert_eq!(lock_holder(&mut observer, &lock).await, Some(holder_id));
-
-    // Process B waits for it on the server.
-    let ran = Arc::new(AtomicU32::new(0));
-    let counter = ran.clone();
-    let waiter = tokio::spawn(txretry::sqlx::transaction_with(
-        &pool_b,
-        &policy(shared(), 1),
-        &options,
-        async move |tx| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            sqlx::query_scalar::<_, u64>("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
-                .fetch_one(&mut **tx)
-                .await
-        },
-    ));
-    wait_for_get_lock(&mut observer, &lock).await;
-    assert_eq!(
-        ran.load(Ordering::SeqCst),
-        0,
-        "B waits while A holds the key"
-    );
-
-    exec(&mut observer, format!("KILL {holder_id}")).await;
-    let waiter_id = within(waiter)
-        .await
-        .unwrap()
-        .expect("B gets the key once A's session is gone");
-    assert_eq!(ran.load(Ordering::SeqCst), 1);
-    assert!(
-        within(holder).await.unwrap().is_err(),
-        "A's session was killed"
-    );
-    // B released it after its COMMIT.
-    assert_eq!(
-        lock_holder(&mut observer, &lock).await,
-        None,
-        "B ({waiter_id}) let go"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_waiter_releases_everything() {
-    let Some(url) = url("sqlx-mysql admission_db cancelled") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_my_cancel");
-    let (key, lock) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (pool_a, pool_b) = (process(&url, 1).await, process(&url, 1).await);
-    let mut observer = connect(&url).await;
-
-    let (holding, mut held) = mpsc::unbounded_channel();
-    let release = Arc::new(Notify::new());
-    let holder = hold(&pool_a, &options, holding, release.clone());
-    let holder_id = within(held.recv()).await.unwrap();
-
-    let policy_b = policy(shared(), 1);
-    let ran = Arc::new(AtomicBool::new(false));
-    let flag = ran.clone();
-    let waiter = tokio::spawn(txretry::sqlx::transaction_with(
-        &pool_b,
-        &policy_b,
-        &options,
-        async move |_tx| {
-            flag.store(true, Ordering::SeqCst);
-            Ok::<_, sqlx::Error>(())
-        },
-    ));
-    let waiter_id = wait_for_get_lock(&mut observer, &lock).await;
-    // Cancel B while the server has it waiting for the key.
-    waiter.abort();
-    assert!(within(waiter).await.unwrap_err().is_cancelled());
-
-    release.notify_one();
-    within(holder).await.unwrap().unwrap();
-    // B's connection was closed, not pooled: its session ends once the server has let go
-    // of its wait, and with it whatever it was granted.
-    wait_until_gone(&mut observer, waiter_id).await;
-    assert!(
-        !ran.load(Ordering::SeqCst),
-        "the cancelled attempt never ran"
-    );
-    let holder_now = lock_holder(&mut observer, &lock).await;
-    assert_ne!(holder_now, Some(holder_id), "A released it after COMMIT");
-    assert_eq!(holder_now, None, "nobody holds the key");
-    let free: i64 = sqlx::query_scalar(sql(format!("SELECT GET_LOCK('{lock}', 0)")))
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    assert_eq!(free, 1, "the key can be taken at once");
-    exec(&mut observer, "DO RELEASE_ALL_LOCKS()".into()).await;
-    // And B's process takes it again without waiting for anyone.
-    within(nothing(&pool_b, &policy_b, &options)).await.unwrap();
-}
-
 /// After a commit, a business error, a database error and a lock not granted in time, the
 /// connection goes back to the pool (the same session serves every call) holding no named
 /// lock.
@@ -363,7 +243,7 @@ async fn connections_go_back_to_the_pool_without_named_locks() {
     let all = keys.iter().fold(TxOptions::new(), |options, (key, _)| {
         options.contends_on(key.clone())
     });
-    let pool = process(&url, 1).await;
+    let pool = process(&url, 1, None).await;
     let policy = policy(Admission::per_key().in_database(Duration::from_secs(1)), 1);
     let mut observer = connect(&url).await;
     let session: u64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
@@ -456,73 +336,6 @@ async fn connections_go_back_to_the_pool_without_named_locks() {
     assert_eq!(still, session, "the one connection was pooled every time");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
-    let Some(url) = url("sqlx-mysql admission_db lock timeout") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_my_timeout");
-    let (key, lock) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (pool_a, pool_b) = (process(&url, 1).await, process(&url, 1).await);
-    let mut observer = connect(&url).await;
-
-    let (holding, mut held) = mpsc::unbounded_channel();
-    let release = Arc::new(Notify::new());
-    let holder = hold(&pool_a, &options, holding, release.clone());
-    let holder_id = within(held.recv()).await.unwrap();
-
-    let impatient = policy(Admission::per_key().in_database(Duration::from_secs(1)), 2);
-    let ran = Arc::new(AtomicU32::new(0));
-    let counter = ran.clone();
-    let err = within(txretry::sqlx::transaction_with(
-        &pool_b,
-        &impatient,
-        &options,
-        async move |_tx| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, sqlx::Error>(())
-        },
-    ))
-    .await
-    .expect_err("A holds the key throughout");
-    assert_eq!(ran.load(Ordering::SeqCst), 0);
-    let outcome = err.outcome();
-    assert_eq!(
-        outcome.verdict(),
-        Verdict::Transient(TransientKind::LockTimeout),
-        "{err:?}"
-    );
-    assert_eq!(outcome.code(), Some(Code::MySql(1205)));
-    assert_eq!(outcome.phase(), Phase::Body);
-    assert_eq!(outcome.attempts(), 2, "retried under the policy");
-    assert_eq!(outcome.stop_reason(), StopReason::AttemptsExhausted);
-    let refused = err
-        .error()
-        .as_database_error()
-        .and_then(|db| db.try_downcast_ref::<txretry::sqlx::LockNotGranted>())
-        .expect("the runner's own error");
-    assert_eq!(refused.lock_name(), lock);
-    assert_eq!(refused.number(), 1205);
-    assert!(refused.timed_out());
-    assert!(
-        err.to_string().contains("txretry admission: named lock"),
-        "{err}"
-    );
-    assert_eq!(
-        lock_holder(&mut observer, &lock).await,
-        Some(holder_id),
-        "only A's"
-    );
-
-    release.notify_one();
-    within(holder).await.unwrap().unwrap();
-    assert_eq!(lock_holder(&mut observer, &lock).await, None);
-    within(nothing(&pool_b, &impatient, &options))
-        .await
-        .unwrap();
-}
-
 /// `KILL QUERY` on a waiting `GET_LOCK` makes it return NULL: the attempt fails with
 /// 1317 (interrupted), which is permanent, and the session goes back to the pool clean.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -533,7 +346,7 @@ async fn an_interrupted_wait_is_permanent() {
     let name = txretry_testkit::unique_name("adm_my_interrupted");
     let (key, lock) = key(&name, 1);
     let options = TxOptions::new().contends_on(key);
-    let (pool_a, pool_b) = (process(&url, 1).await, process(&url, 1).await);
+    let (pool_a, pool_b) = (process(&url, 1, None).await, process(&url, 1, None).await);
     let mut observer = connect(&url).await;
 
     let (holding, mut held) = mpsc::unbounded_channel();

@@ -5,8 +5,6 @@
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use txretry::Code;
 
-use crate::common::errno;
-
 /// The test binary, for naming tests in skip messages.
 pub const DRIVER: &str = "sqlx-mysql";
 
@@ -42,4 +40,15 @@ pub fn lost_commit_code() -> Option<Code> {
 #[track_caller]
 pub fn assert_lost_commit_error(err: &sqlx::Error) {
     assert_eq!(errno(err), Some(LOST), "{err:?}");
+}
+
+/// The MySQL error number of `err`: the server's, or that of the runner's own refusal of a
+/// named lock (`LockNotGranted`: 1205 not granted in time, 1317 interrupted).
+pub fn errno(err: &sqlx::Error) -> Option<u16> {
+    let refused = err
+        .as_database_error()
+        .and_then(|db| db.try_downcast_ref::<txretry::sqlx::LockNotGranted>());
+    refused
+        .map(txretry::sqlx::LockNotGranted::number)
+        .or_else(|| crate::common::errno(err))
 }

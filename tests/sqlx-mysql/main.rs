@@ -3,11 +3,13 @@
 //! by the runner; the commit boundary through a fault-injecting proxy. Needs
 //! `TXRETRY_MYSQL_URL` (or Docker); see txretry-testkit.
 
-#[path = "../shared/admission.rs"]
+#[path = "../shared/admission/mod.rs"]
 mod admission;
 mod admission_db;
 
 // Tests written once for sqlx on PostgreSQL and on MySQL; `dialect` says how they differ.
+#[path = "../sqlx-shared/admission_run.rs"]
+mod admission_run;
 #[path = "../sqlx-shared/business.rs"]
 mod business;
 #[path = "../sqlx-shared/commit_fault.rs"]

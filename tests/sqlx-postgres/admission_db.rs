@@ -2,34 +2,46 @@
 //! in for two processes: each has its own policy and its own `Admission`, so only the
 //! database can make them take turns. Sessions are told apart by `application_name`, and
 //! every wait is observed in `pg_stat_activity` / `pg_locks`, never timed. The scenarios
-//! every driver has are in `tests/shared/admission.rs`; [`Db`] is how they run here.
+//! every driver has are in `tests/shared/admission/`; [`Db`] is how they run here. The
+//! ones here are Postgres's own.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Executor, PgConnection};
-use tokio::sync::{Notify, mpsc};
-use txretry::{
-    Admission, Backoff, Code, Isolation, KeyHash, Phase, RetryPolicy, SqlState, StopReason,
-    TransientKind, TxOptions, Verdict,
-};
+use tokio::sync::Notify;
+use txretry::{Backoff, Isolation, KeyHash, RetryPolicy, TxOptions};
 use txretry_testkit::intervals::{policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Binary, Driver, Interval, OnRow, Server};
+use crate::admission::{Binary, Driver, Failed, Interval, OnRow, Server, Started, Then};
 use crate::common::{connect, exec, sql};
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::postgres_url(test)
 }
 
-/// A pool standing in for one process; its sessions carry `app` as `application_name`.
-async fn process(url: &str, app: &str, max_connections: u32) -> PgPool {
+/// A pool standing in for one process; its sessions carry `app` as `application_name`,
+/// and run `setup` first, if any.
+async fn process(
+    url: &str,
+    app: &str,
+    max_connections: u32,
+    setup: Option<&'static str>,
+) -> PgPool {
     let options: PgConnectOptions = url.parse().unwrap();
     PgPoolOptions::new()
         .max_connections(max_connections)
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                if let Some(setup) = setup {
+                    conn.execute(setup).await?;
+                }
+                Ok(())
+            })
+        })
         .connect_with(options.application_name(app))
         .await
         .unwrap()
@@ -79,7 +91,7 @@ fn key(table: &str, n: i64) -> ((String, i64), i64) {
     (key, id)
 }
 
-/// sqlx on PostgreSQL for the scenarios of `tests/shared/admission.rs`.
+/// sqlx on PostgreSQL for the scenarios of `tests/shared/admission/`.
 pub struct Db;
 
 impl Driver for Db {
@@ -98,8 +110,8 @@ impl Driver for Db {
             .unwrap()
     }
 
-    async fn process(url: &str, app: &str, workers: u32) -> PgPool {
-        process(url, app, workers).await
+    async fn process(url: &str, app: &str, workers: u32, setup: Option<&'static str>) -> PgPool {
+        process(url, app, workers, setup).await
     }
 
     async fn worker(pool: &PgPool) -> PgPool {
@@ -161,6 +173,16 @@ impl Driver for Db {
     async fn key_holders(url: &str, key: &(String, i64)) -> i64 {
         advisory_holders(&mut connect(url).await, KeyHash::of(key).to_i64()).await
     }
+
+    async fn run(
+        pool: &mut PgPool,
+        policy: &RetryPolicy,
+        options: &TxOptions,
+        started: Started,
+        then: Then,
+    ) -> Result<(), Failed> {
+        crate::admission_run::run(pool, policy, options, started, then).await
+    }
 }
 
 async fn drop_table(url: &str, table: &str) {
@@ -189,267 +211,6 @@ fn hold(
     tokio::spawn(run)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_session_releases_its_key() {
-    let Some(url) = url("sqlx-postgres admission_db killed") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_pg_killed");
-    let (key, id) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
-    let (pool_a, pool_b) = (process(&url, &a, 1).await, process(&url, &b, 1).await);
-    let mut observer = connect(&url).await;
-
-    // Process A holds the key and sleeps in the server until its session is killed.
-    let (pids, mut pid) = mpsc::unbounded_channel();
-    let holder = tokio::spawn(txretry::sqlx::transaction_with(
-        &pool_a,
-        &policy(shared(), 1),
-        &options,
-        async move |tx| {
-            let me: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-                .fetch_one(&mut **tx)
-                .await?;
-            pids.send(me).unwrap();
-            sqlx::query("SELECT pg_sleep(60)")
-                .execute(&mut **tx)
-                .await?;
-            Ok::<_, sqlx::Error>(())
-        },
-    ));
-    let holder_pid = within(pid.recv()).await.unwrap();
-    assert_eq!(advisory_holders(&mut observer, id).await, 1);
-
-    // Process B waits for it on the server.
-    let ran = Arc::new(AtomicU32::new(0));
-    let counter = ran.clone();
-    let waiter = tokio::spawn(txretry::sqlx::transaction_with(
-        &pool_b,
-        &policy(shared(), 1),
-        &options,
-        async move |tx| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            sqlx::query("SELECT 1").execute(&mut **tx).await?;
-            Ok::<_, sqlx::Error>(())
-        },
-    ));
-    wait_for_advisory_wait(&mut observer, &b).await;
-    assert_eq!(
-        ran.load(Ordering::SeqCst),
-        0,
-        "B waits while A holds the key"
-    );
-
-    let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
-        .bind(holder_pid)
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    assert!(killed);
-    within(waiter)
-        .await
-        .unwrap()
-        .expect("B gets the key once A's session is gone");
-    assert_eq!(ran.load(Ordering::SeqCst), 1);
-    let err = within(holder)
-        .await
-        .unwrap()
-        .expect_err("A's session was killed");
-    assert!(err.outcome().verdict() != Verdict::Permanent, "{err:?}");
-    assert_eq!(advisory_holders(&mut observer, id).await, 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_waiter_releases_everything() {
-    let Some(url) = url("sqlx-postgres admission_db cancelled") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_pg_cancel");
-    let (key, id) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
-    let (pool_a, pool_b) = (process(&url, &a, 1).await, process(&url, &b, 1).await);
-    let mut observer = connect(&url).await;
-
-    let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let policy_b = policy(shared(), 1);
-    let holder = hold(
-        &pool_a,
-        &policy(shared(), 1),
-        &options,
-        holding.clone(),
-        release.clone(),
-    );
-    within(holding.notified()).await;
-
-    let ran = Arc::new(AtomicBool::new(false));
-    let flag = ran.clone();
-    let waiter = tokio::spawn(txretry::sqlx::transaction_with(
-        &pool_b,
-        &policy_b,
-        &options,
-        async move |_tx| {
-            flag.store(true, Ordering::SeqCst);
-            Ok::<_, sqlx::Error>(())
-        },
-    ));
-    wait_for_advisory_wait(&mut observer, &b).await;
-    // Cancel B while the server has it waiting for the key.
-    waiter.abort();
-    assert!(within(waiter).await.unwrap_err().is_cancelled());
-
-    release.notify_one();
-    within(holder).await.unwrap().unwrap();
-    // B's connection was closed, not pooled: its session ends once the server has let go
-    // of its wait (granted, then the session's end releases it).
-    poll(
-        &mut observer,
-        "B's session closed",
-        "SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = $1",
-        &b,
-    )
-    .await;
-    assert!(
-        !ran.load(Ordering::SeqCst),
-        "the cancelled attempt never ran"
-    );
-    assert_eq!(
-        advisory_holders(&mut observer, id).await,
-        0,
-        "nobody holds the key"
-    );
-    let free: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-        .bind(id)
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    assert!(free, "the key can be taken at once");
-    sqlx::query("SELECT pg_advisory_unlock($1)")
-        .bind(id)
-        .execute(&mut observer)
-        .await
-        .unwrap();
-    // And B's process takes it again without waiting for anyone.
-    txretry::sqlx::transaction_with(&pool_b, &policy_b, &options, async |_tx| {
-        Ok::<_, sqlx::Error>(())
-    })
-    .await
-    .unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
-    let Some(url) = url("sqlx-postgres admission_db lock timeout") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_pg_timeout");
-    let (key, id) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
-    let pool_a = process(&url, &a, 1).await;
-    // B's sessions set their own lock_timeout, which its transactions must keep.
-    let options_b: PgConnectOptions = url.parse().unwrap();
-    let pool_b = PgPoolOptions::new()
-        .max_connections(1)
-        .after_connect(|conn, _| {
-            Box::pin(async move {
-                conn.execute("SET lock_timeout = '7s'").await?;
-                Ok(())
-            })
-        })
-        .connect_with(options_b.application_name(&b))
-        .await
-        .unwrap();
-    let mut observer = connect(&url).await;
-
-    let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let holder = hold(
-        &pool_a,
-        &policy(shared(), 1),
-        &options,
-        holding.clone(),
-        release.clone(),
-    );
-    within(holding.notified()).await;
-
-    let impatient = policy(
-        Admission::per_key().in_database(Duration::from_millis(200)),
-        2,
-    );
-    let ran = Arc::new(AtomicU32::new(0));
-    let counter = ran.clone();
-    let err = within(txretry::sqlx::transaction_with(
-        &pool_b,
-        &impatient,
-        &options,
-        async move |_tx| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, sqlx::Error>(())
-        },
-    ))
-    .await
-    .expect_err("A holds the key throughout");
-    assert_eq!(ran.load(Ordering::SeqCst), 0);
-    let outcome = err.outcome();
-    assert_eq!(
-        outcome.verdict(),
-        Verdict::Transient(TransientKind::LockTimeout),
-        "{err:?}"
-    );
-    assert_eq!(
-        outcome.code(),
-        Some(Code::SqlState(SqlState::new("55P03").unwrap()))
-    );
-    assert_eq!(outcome.phase(), Phase::Body);
-    assert_eq!(outcome.attempts(), 2, "retried under the policy");
-    assert_eq!(outcome.stop_reason(), StopReason::AttemptsExhausted);
-    assert_eq!(
-        err.error()
-            .as_database_error()
-            .and_then(|e| e.code())
-            .as_deref(),
-        Some("55P03")
-    );
-
-    // B's session went back to the pool clean: no transaction, no lock.
-    poll(
-        &mut observer,
-        "B's session idle",
-        "SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'",
-        &b,
-    )
-    .await;
-    let b_locks: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-         WHERE a.application_name = $1 AND l.locktype = 'advisory'",
-    )
-    .bind(&b)
-    .fetch_one(&mut observer)
-    .await
-    .unwrap();
-    assert_eq!(b_locks, 0);
-    assert_eq!(advisory_holders(&mut observer, id).await, 1, "only A's");
-
-    release.notify_one();
-    within(holder).await.unwrap().unwrap();
-    // Uncontended now; the transaction runs with the session's own lock_timeout.
-    let setting = within(txretry::sqlx::transaction_with(
-        &pool_b,
-        &impatient,
-        &options,
-        async |tx| {
-            sqlx::query_scalar::<_, String>("SELECT current_setting('lock_timeout')")
-                .fetch_one(&mut **tx)
-                .await
-        },
-    ))
-    .await
-    .unwrap();
-    assert_eq!(setting, "7s");
-    assert_eq!(advisory_holders(&mut observer, id).await, 0);
-}
-
 /// The wait happens before the transaction's snapshot: under REPEATABLE READ, the
 /// attempt that waited for the key sees what the holder committed and succeeds at once,
 /// instead of failing with a serialization failure and retrying.
@@ -469,7 +230,10 @@ async fn repeatable_read_sees_what_the_previous_holder_committed() {
         .isolation(Isolation::RepeatableRead)
         .contends_on(key);
     let (a, b) = (format!("{table}_a"), format!("{table}_b"));
-    let (pool_a, pool_b) = (process(&url, &a, 1).await, process(&url, &b, 1).await);
+    let (pool_a, pool_b) = (
+        process(&url, &a, 1, None).await,
+        process(&url, &b, 1, None).await,
+    );
     let mut observer = connect(&url).await;
 
     let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
@@ -550,7 +314,10 @@ async fn a_key_held_elsewhere_is_waited_for_in_the_same_attempt() {
         .isolation(Isolation::RepeatableRead)
         .contends_on(key);
     let (a, b) = (format!("{name}_a"), format!("{name}_b"));
-    let (pool_a, pool_b) = (process(&url, &a, 1).await, process(&url, &b, 1).await);
+    let (pool_a, pool_b) = (
+        process(&url, &a, 1, None).await,
+        process(&url, &b, 1, None).await,
+    );
     let mut observer = connect(&url).await;
     // One attempt: a failed try that surfaced, or a retry, would fail the test.
     let once = policy(shared(), 1);

@@ -41,3 +41,8 @@ pub fn assert_lost_commit_error(err: &sqlx::Error) {
     let db = err.as_database_error().expect("the proxy's ErrorResponse");
     assert_eq!(db.message(), "server conn crashed?");
 }
+
+/// A MySQL error number: none on PostgreSQL.
+pub fn errno(_: &sqlx::Error) -> Option<u16> {
+    None
+}

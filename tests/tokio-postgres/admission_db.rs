@@ -2,23 +2,21 @@
 //! clients stand in for two processes: each has its own policy and its own `Admission`,
 //! so only the database can make them take turns. Sessions are told apart by
 //! `application_name`, and every wait is observed in `pg_stat_activity` / `pg_locks`,
-//! never timed. The scenarios every driver has are in `tests/shared/admission.rs`; [`Db`]
-//! is how they run here.
+//! never timed. The scenarios every driver has are in `tests/shared/admission/`; [`Db`]
+//! is how they run here. The one here is Postgres's own.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 use tokio_postgres::{Client, NoTls};
-use txretry::{
-    Admission, Code, Isolation, KeyHash, Phase, RetryPolicy, SqlState, StopReason, TransientKind,
-    TxError, TxOptions, Verdict,
-};
+use txretry::{Isolation, KeyHash, RetryPolicy, StopReason, TxError, TxOptions};
 use txretry_testkit::intervals::{policy, shared};
 use txretry_testkit::wait::{poll_until, within};
 
-use crate::admission::{Binary, Driver, Interval, OnRow, Server};
+use crate::admission::{
+    Binary, Driver, Failed, Interval, OnRow, Said, Server, SessionState, Started, Then,
+};
 
 fn url(test: &str) -> Option<String> {
     txretry_testkit::postgres_url(test)
@@ -76,15 +74,14 @@ fn key(name: &str, n: i64) -> ((String, i64), i64) {
     (key, id)
 }
 
-/// tokio-postgres for the scenarios of `tests/shared/admission.rs`: a process is a set of
-/// tokio-postgres for the scenarios of `tests/shared/admission.rs`: a process is a set of
+/// tokio-postgres for the scenarios of `tests/shared/admission/`: a process is a set of
 /// clients, one per worker, that carry its name.
 pub struct Db;
 
 impl Driver for Db {
     const BINARY: Binary = Binary::new("tokio_postgres", "adm_tp", Server::Postgres);
-    /// The URL and the sessions' `application_name`.
-    type Process = (String, String);
+    /// The URL, the sessions' `application_name` and what they run first.
+    type Process = (String, String, Option<&'static str>);
     type Worker = Client;
 
     async fn exec(url: &str, sql: String) {
@@ -100,12 +97,21 @@ impl Driver for Db {
         observer.query_one(&sql, &[]).await.unwrap().get(0)
     }
 
-    async fn process(url: &str, app: &str, _workers: u32) -> (String, String) {
-        (url.to_string(), app.to_string())
+    async fn process(
+        url: &str,
+        app: &str,
+        _workers: u32,
+        setup: Option<&'static str>,
+    ) -> Self::Process {
+        (url.to_string(), app.to_string(), setup)
     }
 
-    async fn worker((url, app): &(String, String)) -> Client {
-        connect_as(url, app).await
+    async fn worker((url, app, setup): &Self::Process) -> Client {
+        let client = connect_as(url, app).await;
+        if let Some(setup) = setup {
+            client.batch_execute(setup).await.unwrap();
+        }
+        client
     }
 
     async fn record(client: &mut Client, policy: &RetryPolicy, options: &TxOptions, i: Interval) {
@@ -121,7 +127,7 @@ impl Driver for Db {
         .unwrap();
     }
 
-    async fn close(_: (String, String)) {}
+    async fn close(_: Self::Process) {}
 
     /// Under REPEATABLE READ; counts the advisory locks its session holds (the
     /// runner takes them right after BEGIN, before the closure). With `collide`,
@@ -170,6 +176,45 @@ impl Driver for Db {
         )
         .await
     }
+
+    /// The caller keeps its client: the dropped attempt's ROLLBACK, queued behind its wait,
+    /// leaves the session idle.
+    const AFTER_CANCEL: SessionState = SessionState::Idle;
+    const KILLED: StopReason = StopReason::ConnectionUnusable;
+
+    async fn run(
+        client: &mut Client,
+        policy: &RetryPolicy,
+        options: &TxOptions,
+        started: Started,
+        then: Then,
+    ) -> Result<(), Failed> {
+        let server = Self::BINARY.server;
+        txretry::tokio_postgres::transaction_with(client, policy, options, async move |tx| {
+            let me: i64 = tx.query_one(server.session_id(), &[]).await?.get(0);
+            // A test that does not look at the ids has dropped the receiver.
+            let _ = started.send(me);
+            match &then {
+                Then::Commit => {}
+                Then::WaitFor(release) => release.notified().await,
+                Then::SleepInServer => tx.batch_execute(server.sleep_a_minute()).await?,
+                Then::Select(query, to) => {
+                    let _ = to.send(tx.query_one(*query, &[]).await?.get(0));
+                }
+            }
+            Ok::<_, tokio_postgres::Error>(())
+        })
+        .await
+        .map_err(|err| {
+            Failed::of(err, |err| Said {
+                sqlstate: err.code().map(|code| code.code().to_string()),
+                number: None,
+                message: err
+                    .as_db_error()
+                    .map_or_else(|| err.to_string(), |db| db.message().to_string()),
+            })
+        })
+    }
 }
 
 type Held = tokio::task::JoinHandle<Result<(), TxError<tokio_postgres::Error>>>;
@@ -196,287 +241,6 @@ fn hold(
         )
         .await
     })
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_session_releases_its_key() {
-    let Some(url) = url("tokio_postgres::admission_db killed") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_tp_killed");
-    let (key, id) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
-    let observer = connect_as(&url, "observer").await;
-
-    // Process A holds the key and sleeps in the server until its session is killed.
-    let mut client_a = connect_as(&url, &a).await;
-    let (pid_tx, pid) = oneshot::channel();
-    let holder = tokio::spawn({
-        let options = options.clone();
-        async move {
-            let mut pid_tx = Some(pid_tx);
-            txretry::tokio_postgres::transaction_with(
-                &mut client_a,
-                &policy(shared(), 1),
-                &options,
-                async move |tx| {
-                    let me: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
-                    if let Some(pid_tx) = pid_tx.take() {
-                        pid_tx.send(me).unwrap();
-                    }
-                    tx.batch_execute("SELECT pg_sleep(60)").await?;
-                    Ok::<_, tokio_postgres::Error>(())
-                },
-            )
-            .await
-        }
-    });
-    let holder_pid = within(pid).await.unwrap();
-    assert_eq!(advisory_holders(&observer, id).await, 1);
-
-    // Process B waits for it on the server.
-    let mut client_b = connect_as(&url, &b).await;
-    let ran = Arc::new(AtomicU32::new(0));
-    let counter = ran.clone();
-    let waiter = tokio::spawn({
-        let options = options.clone();
-        async move {
-            txretry::tokio_postgres::transaction_with(
-                &mut client_b,
-                &policy(shared(), 1),
-                &options,
-                async move |tx| {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    tx.batch_execute("SELECT 1").await
-                },
-            )
-            .await
-        }
-    });
-    wait_for_advisory_wait(&observer, &b).await;
-    assert_eq!(
-        ran.load(Ordering::SeqCst),
-        0,
-        "B waits while A holds the key"
-    );
-
-    let killed: bool = observer
-        .query_one("SELECT pg_terminate_backend($1)", &[&holder_pid])
-        .await
-        .unwrap()
-        .get(0);
-    assert!(killed);
-    within(waiter)
-        .await
-        .unwrap()
-        .expect("B gets the key once A's session is gone");
-    assert_eq!(ran.load(Ordering::SeqCst), 1);
-    let err = within(holder)
-        .await
-        .unwrap()
-        .expect_err("A's session was killed");
-    assert_eq!(
-        err.outcome().stop_reason(),
-        StopReason::ConnectionUnusable,
-        "{err:?}"
-    );
-    assert_eq!(advisory_holders(&observer, id).await, 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_waiter_releases_everything() {
-    let Some(url) = url("tokio_postgres::admission_db cancelled") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_tp_cancel");
-    let (key, id) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
-    let observer = connect_as(&url, "observer").await;
-
-    let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let holder = hold(
-        connect_as(&url, &a).await,
-        options.clone(),
-        holding.clone(),
-        release.clone(),
-    );
-    within(holding.notified()).await;
-
-    // B's attempt is dropped while the server has it waiting for the key; B keeps its
-    // client, as a caller whose call timed out would.
-    let mut client_b = connect_as(&url, &b).await;
-    let (cancel_tx, cancel) = oneshot::channel::<()>();
-    let ran = Arc::new(AtomicBool::new(false));
-    let flag = ran.clone();
-    let policy_b = policy(shared(), 1);
-    let waiter = tokio::spawn({
-        let (options, policy_b) = (options.clone(), policy_b.clone());
-        async move {
-            let run = txretry::tokio_postgres::transaction_with(
-                &mut client_b,
-                &policy_b,
-                &options,
-                async move |_tx| {
-                    flag.store(true, Ordering::SeqCst);
-                    Ok::<_, tokio_postgres::Error>(())
-                },
-            );
-            tokio::select! {
-                _ = run => panic!("B cannot finish while A holds the key"),
-                _ = cancel => {}
-            }
-            client_b
-        }
-    });
-    wait_for_advisory_wait(&observer, &b).await;
-    cancel_tx.send(()).unwrap();
-    let client_b = within(waiter).await.unwrap();
-
-    release.notify_one();
-    within(holder).await.unwrap().unwrap();
-    // The dropped attempt's ROLLBACK was queued behind its wait; once the server has
-    // answered both, B's session is idle and holds nothing.
-    let b_in_tx: bool = within(client_b.query_one(
-        "SELECT count(*) > 0 FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'",
-        &[],
-    ))
-    .await
-    .unwrap()
-    .get(0);
-    assert!(!b_in_tx, "B's session holds no advisory lock");
-    poll(
-        &observer,
-        "B's session idle",
-        "SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'",
-        &b,
-    )
-    .await;
-    assert!(
-        !ran.load(Ordering::SeqCst),
-        "the cancelled attempt never ran"
-    );
-    assert_eq!(
-        advisory_holders(&observer, id).await,
-        0,
-        "nobody holds the key"
-    );
-    let free: bool = observer
-        .query_one("SELECT pg_try_advisory_lock($1)", &[&id])
-        .await
-        .unwrap()
-        .get(0);
-    assert!(free, "the key can be taken at once");
-    observer
-        .query_one("SELECT pg_advisory_unlock($1)", &[&id])
-        .await
-        .unwrap();
-    // And B's client runs a transaction on it again.
-    let mut client_b = client_b;
-    within(txretry::tokio_postgres::transaction_with(
-        &mut client_b,
-        &policy_b,
-        &options,
-        async |tx| tx.batch_execute("SELECT 1").await,
-    ))
-    .await
-    .unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
-    let Some(url) = url("tokio_postgres::admission_db lock timeout") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_tp_timeout");
-    let (key, id) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (a, b) = (format!("{name}_a"), format!("{name}_b"));
-    let observer = connect_as(&url, "observer").await;
-
-    let (holding, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let holder = hold(
-        connect_as(&url, &a).await,
-        options.clone(),
-        holding.clone(),
-        release.clone(),
-    );
-    within(holding.notified()).await;
-
-    // B's session sets its own lock_timeout, which its transactions must keep.
-    let mut client_b = connect_as(&url, &b).await;
-    client_b
-        .batch_execute("SET lock_timeout = '7s'")
-        .await
-        .unwrap();
-    let impatient = policy(
-        Admission::per_key().in_database(Duration::from_millis(200)),
-        2,
-    );
-    let ran = Arc::new(AtomicU32::new(0));
-    let counter = ran.clone();
-    let err = within(txretry::tokio_postgres::transaction_with(
-        &mut client_b,
-        &impatient,
-        &options,
-        async move |_tx| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, tokio_postgres::Error>(())
-        },
-    ))
-    .await
-    .expect_err("A holds the key throughout");
-    assert_eq!(ran.load(Ordering::SeqCst), 0);
-    let outcome = err.outcome();
-    assert_eq!(
-        outcome.verdict(),
-        Verdict::Transient(TransientKind::LockTimeout),
-        "{err:?}"
-    );
-    assert_eq!(
-        outcome.code(),
-        Some(Code::SqlState(SqlState::new("55P03").unwrap()))
-    );
-    assert_eq!(outcome.phase(), Phase::Body);
-    assert_eq!(outcome.attempts(), 2, "retried under the policy");
-    assert_eq!(outcome.stop_reason(), StopReason::AttemptsExhausted);
-    assert_eq!(
-        err.error().code(),
-        Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE)
-    );
-
-    // B's session is out of the failed transaction, holds nothing, and kept its setting.
-    let row = client_b
-        .query_one(
-            "SELECT current_setting('lock_timeout'),
-                    (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory')",
-            &[],
-        )
-        .await
-        .unwrap();
-    assert_eq!(row.get::<_, String>(0), "7s");
-    assert_eq!(row.get::<_, i64>(1), 0);
-    assert_eq!(advisory_holders(&observer, id).await, 1, "only A's");
-
-    release.notify_one();
-    within(holder).await.unwrap().unwrap();
-    // Uncontended now; the transaction runs with the session's own lock_timeout.
-    let setting: String = within(txretry::tokio_postgres::transaction_with(
-        &mut client_b,
-        &impatient,
-        &options,
-        async |tx| {
-            let row = tx
-                .query_one("SELECT current_setting('lock_timeout')", &[])
-                .await?;
-            Ok::<_, tokio_postgres::Error>(row.get(0))
-        },
-    ))
-    .await
-    .unwrap();
-    assert_eq!(setting, "7s");
-    assert_eq!(advisory_holders(&observer, id).await, 0);
 }
 
 /// A key nobody holds is tried in one statement and held for the whole transaction; a key

@@ -5,7 +5,7 @@
 
 mod common;
 
-#[path = "../shared/admission.rs"]
+#[path = "../shared/admission/mod.rs"]
 mod admission;
 mod admission_db;
 mod business_error;
