@@ -112,7 +112,8 @@ async fn run(via: Via, tool: &'static str, seconds: u64, concurrency: usize, tag
     let started = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
     for worker in 0..concurrency {
-        let (via, latency, next, failed) = (via.clone(), latency.clone(), next.clone(), failed.clone());
+        let (via, latency, next, failed) =
+            (via.clone(), latency.clone(), next.clone(), failed.clone());
         let tag = tag.to_owned();
         workers.spawn(async move {
             let mut local = Histogram::<u64>::new(3).expect("histogram");
@@ -136,7 +137,10 @@ async fn run(via: Via, tool: &'static str, seconds: u64, concurrency: usize, tag
         });
     }
     while workers.join_next().await.is_some() {}
-    let latency = Arc::try_unwrap(latency).ok().expect("workers done").into_inner();
+    let Ok(latency) = Arc::try_unwrap(latency) else {
+        unreachable!("every worker has ended")
+    };
+    let latency = latency.into_inner();
     Run {
         calls: latency.len(),
         failed: failed.load(Ordering::Relaxed),
@@ -149,11 +153,16 @@ async fn run(via: Via, tool: &'static str, seconds: u64, concurrency: usize, tag
 /// all there.
 async fn check(url: &str, committed: u64) {
     let mut conn = PgConnection::connect(url).await.expect("connect");
-    let (rows, sum): (i64, i64) = sqlx::query_as("SELECT (SELECT count(*) FROM ledger), (SELECT sum(cents)::bigint FROM accounts)")
-        .fetch_one(&mut conn)
-        .await
-        .expect("check");
-    assert_eq!(rows as u64, committed, "ledger rows against committed transfers");
+    let (rows, sum): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM ledger), (SELECT sum(cents)::bigint FROM accounts)",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .expect("check");
+    assert_eq!(
+        rows as u64, committed,
+        "ledger rows against committed transfers"
+    );
     assert_eq!(sum, 4_000_000, "the money is all there");
     conn.execute("TRUNCATE ledger, txretry_tool_calls; UPDATE accounts SET cents = 1000000")
         .await
@@ -162,18 +171,37 @@ async fn check(url: &str, committed: u64) {
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     let seconds: u64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(5);
     let concurrency: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(8);
-    let base = std::env::var("TXRETRY_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let base = std::env::var("TXRETRY_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let mut admin = PgConnection::connect(&base).await.expect("postgres");
-    admin.execute(concat!("DROP DATABASE IF EXISTS ", "txretry_mcp_bench", " WITH (FORCE)")).await.expect("drop");
-    admin.execute(concat!("CREATE DATABASE ", "txretry_mcp_bench")).await.expect("create");
+    admin
+        .execute(concat!(
+            "DROP DATABASE IF EXISTS ",
+            "txretry_mcp_bench",
+            " WITH (FORCE)"
+        ))
+        .await
+        .expect("drop");
+    admin
+        .execute(concat!("CREATE DATABASE ", "txretry_mcp_bench"))
+        .await
+        .expect("create");
     let url = match base.rsplit_once('/') {
         Some((server, _)) => format!("{server}/{DB}"),
         None => unreachable!(),
     };
-    PgConnection::connect(&url).await.expect("bench db").execute(SETUP).await.expect("setup");
+    PgConnection::connect(&url)
+        .await
+        .expect("bench db")
+        .execute(SETUP)
+        .await
+        .expect("setup");
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("bench.yaml");
     std::fs::write(&path, CONFIG).expect("config");
@@ -181,20 +209,37 @@ async fn main() {
 
     // The same config, in-process.
     let env_url = url.clone();
-    let config = txretry_mcp::config::load(&path, &move |name| (name == "BENCH_URL").then(|| env_url.clone())).expect("config");
+    let config = txretry_mcp::config::load(&path, &move |name| {
+        (name == "BENCH_URL").then(|| env_url.clone())
+    })
+    .expect("config");
     let pools = txretry_mcp::check::open(&config).await.expect("pools");
-    let toolbox = txretry_mcp::toolbox::build(&config, &pools, &RetryRelay::new()).expect("toolbox");
+    let toolbox =
+        txretry_mcp::toolbox::build(&config, &pools, &RetryRelay::new()).expect("toolbox");
 
     // The server, over stdio.
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_txretry-mcp"));
-    command.args(["serve", "--config", &path]).env("BENCH_URL", &url);
-    let client = ().serve(TokioChildProcess::new(command).expect("spawn")).await.expect("initialize");
+    command
+        .args(["serve", "--config", &path])
+        .env("BENCH_URL", &url);
+    let client =
+        ().serve(TokioChildProcess::new(command).expect("spawn"))
+            .await
+            .expect("initialize");
 
-    println!("txretry-mcp overhead: {seconds} s per run, {concurrency} calls in flight, Postgres ({DB})");
-    println!("{:<10} {:<7} {:>9} {:>8} {:>9} {:>9} {:>7}", "tool", "via", "calls/s", "failed", "p50 ms", "p99 ms", "ratio");
+    println!(
+        "txretry-mcp overhead: {seconds} s per run, {concurrency} calls in flight, Postgres ({DB})"
+    );
+    println!(
+        "{:<10} {:<7} {:>9} {:>8} {:>9} {:>9} {:>7}",
+        "tool", "via", "calls/s", "failed", "p50 ms", "p99 ms", "ratio"
+    );
     for tool in ["get_order", "transfer"] {
         let mut direct_rate = 0.0;
-        for (name, via) in [("direct", Via::Direct(toolbox.clone())), ("stdio", Via::Stdio(client.peer().clone()))] {
+        for (name, via) in [
+            ("direct", Via::Direct(toolbox.clone())),
+            ("stdio", Via::Stdio(client.peer().clone())),
+        ] {
             let result = run(via, tool, seconds, concurrency, &format!("{tool}-{name}")).await;
             let rate = result.calls as f64 / result.seconds;
             if tool == "transfer" {

@@ -33,11 +33,11 @@ pub fn at_line(text: &str, line: u64) -> String {
                 .take_while(|l| l.trim().is_empty() || indentation(l) >= here)
                 .filter(|l| indentation(l) == here && l.trim_start().starts_with("- "))
                 .count();
-            if let Some(key) = key_of(item) {
-                if here + 2 < indent {
-                    // The error is under this item's first key.
-                    parts.push(key);
-                }
+            // An error below the item's first key is under that key.
+            if let Some(key) = key_of(item)
+                && here + 2 < indent
+            {
+                parts.push(key);
             }
             parts.push(format!("[{n}]"));
         } else if let Some(key) = key_of(trimmed) {

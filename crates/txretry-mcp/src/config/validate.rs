@@ -441,7 +441,7 @@ fn check_tool(
         }
     };
 
-    let once = tool.once.as_ref().and_then(|once| {
+    let once = tool.once.as_ref().map(|once| {
         let ofield = format!("{field}.once");
         if tool.read_only {
             problems.at(
@@ -475,10 +475,10 @@ fn check_tool(
         {
             problems.at(format!("{ofield}.table"), table.referenced, why.to_string());
         }
-        Some(OncePlan {
+        OncePlan {
             key,
             table: once.value.table.as_ref().map(|t| t.value.clone()),
-        })
+        }
     });
 
     for (param, decl) in &tool.parameters {
