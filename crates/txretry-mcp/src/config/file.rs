@@ -1,6 +1,6 @@
 //! The config file as written: what serde reads from the YAML, with the line and column of
 //! every value a later check may have to point at. Nothing here is checked beyond its type;
-//! [`super::validate`] does the rest.
+//! `validate.rs` does the rest.
 
 use std::time::Duration;
 

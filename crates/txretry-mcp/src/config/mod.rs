@@ -1,4 +1,4 @@
-//! The config file: read ([`file`]), checked ([`validate`]) into a [`Config`] that the server
+//! The config file: read (`file.rs`), checked (`validate.rs`) into a [`Config`] that the server
 //! runs as it is. A config that [`load`] returns has no problem left that can be found
 //! without a database (`txretry-mcp check` then prepares every statement on its source).
 
