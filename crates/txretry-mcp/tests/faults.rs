@@ -96,11 +96,20 @@ async fn a_lost_commit_reply_of_a_once_tool_is_resolved_by_its_record(db: Db) {
     proxy.arm_commit_faults(1);
     let first = outcome(&client, "transfer", arguments.clone()).await;
     assert_eq!(proxy.faults_injected(), 1, "the COMMIT's reply was lost");
-    assert_eq!(first["status"], "committed", "resolved by the record: {first}");
-    assert_eq!(first["result"], "moved 250 cents from account 1 to account 2");
+    assert_eq!(
+        first["status"], "committed",
+        "resolved by the record: {first}"
+    );
+    assert_eq!(
+        first["result"],
+        "moved 250 cents from account 1 to account 2"
+    );
     assert_eq!(
         money(&db).await,
-        (vec![9_750, 10_250, 10_000], vec!["f-1".to_owned(), "w-0".to_owned()]),
+        (
+            vec![9_750, 10_250, 10_000],
+            vec!["f-1".to_owned(), "w-0".to_owned()]
+        ),
         "applied once"
     );
     // The same call again: the recorded answer, nothing more written.
@@ -109,7 +118,10 @@ async fn a_lost_commit_reply_of_a_once_tool_is_resolved_by_its_record(db: Db) {
     assert_eq!(again["result"], first["result"]);
     assert_eq!(
         money(&db).await,
-        (vec![9_750, 10_250, 10_000], vec!["f-1".to_owned(), "w-0".to_owned()])
+        (
+            vec![9_750, 10_250, 10_000],
+            vec!["f-1".to_owned(), "w-0".to_owned()]
+        )
     );
 
     // A lost reply on cancel_order too (its captures and template replayed from the record).
@@ -117,10 +129,16 @@ async fn a_lost_commit_reply_of_a_once_tool_is_resolved_by_its_record(db: Db) {
     let cancel = outcome(&client, "cancel_order", json!({"order_id": 7})).await;
     assert_eq!(proxy.faults_injected(), 2);
     assert_eq!(cancel["status"], "committed", "{cancel}");
-    assert_eq!(cancel["result"], "order 7 cancelled: 2500 cents back to account 1");
+    assert_eq!(
+        cancel["result"],
+        "order 7 cancelled: 2500 cents back to account 1"
+    );
     let again = outcome(&client, "cancel_order", json!({"order_id": 7})).await;
     assert_eq!(again["result"], cancel["result"], "{again}");
-    assert_eq!(db.ints("SELECT cents FROM accounts WHERE id = 1").await, [12_250]);
+    assert_eq!(
+        db.ints("SELECT cents FROM accounts WHERE id = 1").await,
+        [12_250]
+    );
     assert_eq!(proxy.armed_faults(), 0);
     client.cancel().await.unwrap();
 }
@@ -172,7 +190,10 @@ async fn a_lost_commit_reply_without_once_is_ambiguous(db: Db) {
     assert!(lost.get("result").is_none(), "{lost}");
     assert_eq!(
         money(&db).await,
-        (vec![9_960, 10_040, 10_000], vec!["p-1".to_owned(), "w-0".to_owned()]),
+        (
+            vec![9_960, 10_040, 10_000],
+            vec!["p-1".to_owned(), "w-0".to_owned()]
+        ),
         "it did commit, once"
     );
     client.cancel().await.unwrap();

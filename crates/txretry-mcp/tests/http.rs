@@ -45,7 +45,11 @@ auth:
 
 async fn tokens_make_callers_and_strangers_get_nothing(db: Db) {
     let server = server(&db).await;
-    assert!(server.url.starts_with("http://127.0.0.1:"), "{}", server.url);
+    assert!(
+        server.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.url
+    );
     assert!(server.url.ends_with("/mcp"), "{}", server.url);
     let teller = server.client(Some(TELLER_TOKEN)).await;
     let viewer = server.client(Some(VIEWER_TOKEN)).await;
@@ -77,7 +81,12 @@ async fn tokens_make_callers_and_strangers_get_nothing(db: Db) {
     ] {
         let error = protocol_error(client, tool, transfer.clone()).await;
         assert_eq!(error.code, INVALID_PARAMS, "{tool}: {error:?}");
-        refusals.push(error.message.replace("transfers", "transfer").replace("get_order", "transfer"));
+        refusals.push(
+            error
+                .message
+                .replace("transfers", "transfer")
+                .replace("get_order", "transfer"),
+        );
     }
     refusals.dedup();
     assert_eq!(refusals.len(), 1, "one refusal for all: {refusals:?}");
@@ -129,9 +138,21 @@ async fn only_a_bearer_token_counts(db: Db) {
             names
         }
     };
-    assert!(list(vec![("x-txretry-roles", "teller".into())]).await.is_empty());
-    assert!(list(vec![("authorization", format!("Basic {TELLER_TOKEN}"))]).await.is_empty());
-    assert!(list(vec![("authorization", format!("Bearer {TELLER_TOKEN}x"))]).await.is_empty());
+    assert!(
+        list(vec![("x-txretry-roles", "teller".into())])
+            .await
+            .is_empty()
+    );
+    assert!(
+        list(vec![("authorization", format!("Basic {TELLER_TOKEN}"))])
+            .await
+            .is_empty()
+    );
+    assert!(
+        list(vec![("authorization", format!("Bearer {TELLER_TOKEN}x"))])
+            .await
+            .is_empty()
+    );
     assert_eq!(
         list(vec![("authorization", format!("Bearer {VIEWER_TOKEN}"))]).await,
         ["get_order"]
@@ -144,7 +165,11 @@ async fn a_port_alone_binds_loopback_only(db: Db) {
     let path = common::examples().join("orders.yaml");
     let env = [("ORDERS_DATABASE_URL", db.url.as_str())];
     let server = HttpServer::start(&path, "0", &env).await;
-    assert!(server.url.starts_with("http://127.0.0.1:"), "{}", server.url);
+    assert!(
+        server.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.url
+    );
     let port: u16 = server
         .url
         .trim_start_matches("http://127.0.0.1:")
@@ -165,7 +190,13 @@ async fn a_port_alone_binds_loopback_only(db: Db) {
     }
     // A --http that is no address is refused before serving.
     let ran = common::run(
-        &["serve", "--config", path.to_str().unwrap(), "--http", "nonsense"],
+        &[
+            "serve",
+            "--config",
+            path.to_str().unwrap(),
+            "--http",
+            "nonsense",
+        ],
         &env,
     )
     .await;

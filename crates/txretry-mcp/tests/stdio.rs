@@ -41,11 +41,25 @@ async fn tools_offered_per_role_and_toolset(db: Db) {
         (&["--role", "teller"], &["get_order", "transfer"]),
         (TELLER, &["get_order", "cancel_order", "transfer"]),
         (
-            &["--role", "support", "--role", "teller", "--toolset", "viewer"],
+            &[
+                "--role",
+                "support",
+                "--role",
+                "teller",
+                "--toolset",
+                "viewer",
+            ],
             &["get_order"],
         ),
         (
-            &["--role", "support", "--role", "teller", "--toolset", "agent"],
+            &[
+                "--role",
+                "support",
+                "--role",
+                "teller",
+                "--toolset",
+                "agent",
+            ],
             &["get_order", "cancel_order", "transfer"],
         ),
         // The toolset narrows; it never grants what the roles do not.
@@ -114,7 +128,10 @@ async fn schemas_and_annotations(db: Db) {
         "in the declared order"
     );
     assert_eq!(properties["from"]["type"], "integer");
-    assert_eq!(properties["from"]["description"], "The account to take from.");
+    assert_eq!(
+        properties["from"]["description"],
+        "The account to take from."
+    );
     assert_eq!(properties["cents"]["minimum"], 1);
     assert_eq!(properties["cents"]["maximum"], 1_000_000);
     assert_eq!(properties["request_id"]["type"], "string");
@@ -127,14 +144,24 @@ async fn schemas_and_annotations(db: Db) {
 
     let set_status = tool("set_status");
     let schema = Value::Object((*set_status.input_schema).clone());
-    assert_eq!(schema["required"], json!(["order_id"]), "a default makes it optional");
-    assert_eq!(schema["properties"]["status"]["enum"], json!(["open", "shipped"]));
+    assert_eq!(
+        schema["required"],
+        json!(["order_id"]),
+        "a default makes it optional"
+    );
+    assert_eq!(
+        schema["properties"]["status"]["enum"],
+        json!(["open", "shipped"])
+    );
     assert_eq!(schema["properties"]["status"]["default"], "open");
 
     // The output schema: the outcome, its result as the tool returns it.
     let output = Value::Object((*tool("get_order").output_schema.unwrap()).clone());
     assert_eq!(output["required"], json!(["status", "call_id", "attempts"]));
-    assert_eq!(output["properties"]["result"]["type"], json!(["object", "null"]));
+    assert_eq!(
+        output["properties"]["result"]["type"],
+        json!(["object", "null"])
+    );
     let output = Value::Object((*set_status.output_schema.clone().unwrap()).clone());
     assert_eq!(output["properties"]["result"]["items"]["type"], "integer");
 
@@ -147,15 +174,28 @@ async fn schemas_and_annotations(db: Db) {
     assert_ne!(hints("cancel_order").0, Some(true));
     // Not claimed unless declared. (Strictly, the contract says absent; txretry-tool sends
     // `false`, which the spec reads the same: see `idempotent_hint_is_absent_unless_declared`.)
-    assert_ne!(hints("transfer").1, Some(true), "not idempotent unless declared");
-    assert_ne!(hints("cancel_order").1, Some(true), "not idempotent unless declared");
+    assert_ne!(
+        hints("transfer").1,
+        Some(true),
+        "not idempotent unless declared"
+    );
+    assert_ne!(
+        hints("cancel_order").1,
+        Some(true),
+        "not idempotent unless declared"
+    );
     assert_eq!(hints("set_status").1, Some(true), "declared idempotent");
 
     // The default applies; an enum refuses what it does not list.
     let set = outcome(&client, "set_status", json!({"order_id": 9})).await;
     assert_eq!(set["status"], "committed", "{set}");
     assert_eq!(set["result"], json!([1]));
-    let wrong = protocol_error(&client, "set_status", json!({"order_id": 9, "status": "lost"})).await;
+    let wrong = protocol_error(
+        &client,
+        "set_status",
+        json!({"order_id": 9, "status": "lost"}),
+    )
+    .await;
     assert_eq!(wrong.code, INVALID_PARAMS, "{wrong:?}");
     let order = outcome(&client, "get_order", json!({"order_id": 9})).await;
     assert_eq!(order["result"]["status"], "open", "{order}");
@@ -190,7 +230,8 @@ async fn colliding_transfers_commit_exactly_once(db: Db) {
     for i in 0..CALLS {
         let peer = client.peer().clone();
         let (from, to) = if i % 2 == 0 { (1, 2) } else { (2, 1) };
-        let arguments = json!({"from": from, "to": to, "cents": 10 + i, "request_id": format!("t-{i:02}")});
+        let arguments =
+            json!({"from": from, "to": to, "cents": 10 + i, "request_id": format!("t-{i:02}")});
         set.spawn(async move {
             let params = rmcp::model::CallToolRequestParams::new("transfer")
                 .with_arguments(common::object(arguments.clone()));
@@ -239,8 +280,16 @@ async fn colliding_transfers_commit_exactly_once(db: Db) {
     let net: i64 = (0..CALLS)
         .map(|i| if i % 2 == 0 { -(10 + i) } else { 10 + i })
         .sum();
-    assert_eq!(balances, [10_000 + net, 10_000 - net, 10_000], "each applied once");
-    assert_eq!(balances.iter().sum::<i64>(), 30_000, "no money made or lost");
+    assert_eq!(
+        balances,
+        [10_000 + net, 10_000 - net, 10_000],
+        "each applied once"
+    );
+    assert_eq!(
+        balances.iter().sum::<i64>(),
+        30_000,
+        "no money made or lost"
+    );
     let ledger_cents = db.ints("SELECT cents FROM ledger").await;
     assert_eq!(
         ledger_cents.iter().sum::<i64>(),
@@ -284,19 +333,28 @@ async fn a_business_error_is_told_once_and_writes_nothing(db: Db) {
     .await;
     assert_eq!(nowhere["status"], "business_error", "{nowhere}");
     assert!(
-        nowhere["error"].as_str().unwrap().contains("account 42 not found"),
+        nowhere["error"]
+            .as_str()
+            .unwrap()
+            .contains("account 42 not found"),
         "{nowhere}"
     );
     let cancel = outcome(&client, "cancel_order", json!({"order_id": 9})).await;
     assert_eq!(cancel["status"], "business_error", "{cancel}");
     assert!(
-        cancel["error"].as_str().unwrap().contains("order 9 not found or not open"),
+        cancel["error"]
+            .as_str()
+            .unwrap()
+            .contains("order 9 not found or not open"),
         "{cancel}"
     );
     let missing = outcome(&client, "get_order", json!({"order_id": 404})).await;
     assert_eq!(missing["status"], "business_error", "{missing}");
     assert!(
-        missing["error"].as_str().unwrap().contains("order 404 not found"),
+        missing["error"]
+            .as_str()
+            .unwrap()
+            .contains("order 404 not found"),
         "{missing}"
     );
     assert_eq!(money(&db).await, before, "nothing written");
@@ -311,16 +369,43 @@ async fn invalid_arguments_never_reach_the_database(db: Db) {
     let client = orders(&db, TELLER).await;
     let before = money(&db).await;
     let cases = [
-        (json!({"from": 1, "to": 2, "cents": 0, "request_id": "i-1"}), "cents"),
-        (json!({"from": 1, "to": 2, "cents": 1_000_001, "request_id": "i-2"}), "cents"),
-        (json!({"from": 1, "to": 2, "cents": "ten", "request_id": "i-3"}), "cents"),
-        (json!({"from": 1, "to": 2, "cents": 2.5, "request_id": "i-4"}), "cents"),
+        (
+            json!({"from": 1, "to": 2, "cents": 0, "request_id": "i-1"}),
+            "cents",
+        ),
+        (
+            json!({"from": 1, "to": 2, "cents": 1_000_001, "request_id": "i-2"}),
+            "cents",
+        ),
+        (
+            json!({"from": 1, "to": 2, "cents": "ten", "request_id": "i-3"}),
+            "cents",
+        ),
+        (
+            json!({"from": 1, "to": 2, "cents": 2.5, "request_id": "i-4"}),
+            "cents",
+        ),
         (json!({"from": 1, "to": 2, "cents": 5}), "request_id"),
-        (json!({"from": 1, "to": 2, "cents": 5, "request_id": ""}), "request_id"),
-        (json!({"from": 1, "to": 2, "cents": 5, "request_id": "x".repeat(65)}), "request_id"),
-        (json!({"from": 1, "to": 2, "cents": 5, "request_id": "i-8", "memo": "hi"}), "memo"),
-        (json!({"from": "1; DROP TABLE ledger", "to": 2, "cents": 5, "request_id": "i-9"}), "from"),
-        (json!({"from": null, "to": 2, "cents": 5, "request_id": "i-10"}), "from"),
+        (
+            json!({"from": 1, "to": 2, "cents": 5, "request_id": ""}),
+            "request_id",
+        ),
+        (
+            json!({"from": 1, "to": 2, "cents": 5, "request_id": "x".repeat(65)}),
+            "request_id",
+        ),
+        (
+            json!({"from": 1, "to": 2, "cents": 5, "request_id": "i-8", "memo": "hi"}),
+            "memo",
+        ),
+        (
+            json!({"from": "1; DROP TABLE ledger", "to": 2, "cents": 5, "request_id": "i-9"}),
+            "from",
+        ),
+        (
+            json!({"from": null, "to": 2, "cents": 5, "request_id": "i-10"}),
+            "from",
+        ),
     ];
     for (arguments, field) in cases {
         let error = protocol_error(&client, "transfer", arguments.clone()).await;
@@ -340,7 +425,11 @@ async fn invalid_arguments_never_reach_the_database(db: Db) {
             "SELECT count(*) FROM information_schema.tables WHERE table_name = 'txretry_tool_calls' AND table_schema = database()"
         }
     };
-    assert_eq!(db.ints(records).await, [0], "no record table: no once call ran");
+    assert_eq!(
+        db.ints(records).await,
+        [0],
+        "no record table: no once call ran"
+    );
     client.cancel().await.unwrap();
 }
 
@@ -349,7 +438,10 @@ async fn a_repeated_once_call_returns_the_recorded_answer(db: Db) {
     let arguments = json!({"from": 3, "to": 1, "cents": 700, "request_id": "o-1"});
     let first = outcome(&client, "transfer", arguments.clone()).await;
     assert_eq!(first["status"], "committed", "{first}");
-    assert_eq!(first["result"], "moved 700 cents from account 3 to account 1");
+    assert_eq!(
+        first["result"],
+        "moved 700 cents from account 3 to account 1"
+    );
     let again = outcome(&client, "transfer", arguments.clone()).await;
     assert_eq!(again["status"], "committed", "{again}");
     assert_eq!(again["result"], first["result"]);
@@ -357,7 +449,10 @@ async fn a_repeated_once_call_returns_the_recorded_answer(db: Db) {
     let other = orders_again(&db, TELLER).await;
     let third = outcome(&other, "transfer", arguments.clone()).await;
     assert_eq!(third["result"], first["result"], "{third}");
-    assert_eq!(money(&db).await, (vec![10_700, 10_000, 9_300], vec!["o-1".to_owned()]));
+    assert_eq!(
+        money(&db).await,
+        (vec![10_700, 10_000, 9_300], vec!["o-1".to_owned()])
+    );
 
     // cancel_order: a second cancel of the same order is answered from the record.
     let cancel = outcome(&client, "cancel_order", json!({"order_id": 7})).await;
@@ -368,7 +463,10 @@ async fn a_repeated_once_call_returns_the_recorded_answer(db: Db) {
     let again = outcome(&other, "cancel_order", json!({"order_id": 7})).await;
     assert_eq!(again["status"], "committed", "{again}");
     assert_eq!(again["result"], cancel["result"]);
-    assert_eq!(db.ints("SELECT cents FROM accounts WHERE id = 1").await, [13_200]);
+    assert_eq!(
+        db.ints("SELECT cents FROM accounts WHERE id = 1").await,
+        [13_200]
+    );
     let calls: HashSet<String> = [&first, &again, &cancel]
         .iter()
         .map(|o| o["call_id"].as_str().unwrap().to_owned())
@@ -420,7 +518,8 @@ async fn inventory_reserves_until_stock_runs_out(db: Db) {
     let level = outcome(&client, "stock_level", json!({"sku": "gear"})).await;
     assert_eq!(level["result"], json!({"sku": "gear", "available": 0}));
     assert_eq!(
-        db.strings("SELECT order_ref FROM reservations ORDER BY order_ref").await,
+        db.strings("SELECT order_ref FROM reservations ORDER BY order_ref")
+            .await,
         ["o-1", "o-2", "o-3"]
     );
 
@@ -431,7 +530,10 @@ async fn inventory_reserves_until_stock_runs_out(db: Db) {
         json!({"order_ref": "o-2", "sku": "gear", "qty": 1}),
     )
     .await;
-    assert_eq!(again["result"], "reserved 1 of gear for o-2; 1 left", "{again}");
+    assert_eq!(
+        again["result"], "reserved 1 of gear for o-2; 1 left",
+        "{again}"
+    );
 
     // Release: the reservation's qty captured, then given back.
     let released = outcome(
@@ -440,7 +542,10 @@ async fn inventory_reserves_until_stock_runs_out(db: Db) {
         json!({"order_ref": "o-2", "sku": "gear"}),
     )
     .await;
-    assert_eq!(released["result"], "released 1 of gear from o-2", "{released}");
+    assert_eq!(
+        released["result"], "released 1 of gear from o-2",
+        "{released}"
+    );
     let nothing = outcome(
         &client,
         "release_reservation",
@@ -449,15 +554,23 @@ async fn inventory_reserves_until_stock_runs_out(db: Db) {
     .await;
     assert_eq!(nothing["status"], "business_error", "{nothing}");
     assert!(
-        nothing["error"].as_str().unwrap().contains("no reservation of gear for o-9"),
+        nothing["error"]
+            .as_str()
+            .unwrap()
+            .contains("no reservation of gear for o-9"),
         "{nothing}"
     );
     let unknown = outcome(&client, "stock_level", json!({"sku": "widget"})).await;
     assert_eq!(unknown["status"], "business_error", "{unknown}");
     assert!(unknown["error"].as_str().unwrap().contains("no SKU widget"));
-    assert_eq!(db.ints("SELECT available FROM stock WHERE sku = 'gear'").await, [1]);
     assert_eq!(
-        db.strings("SELECT order_ref FROM reservations ORDER BY order_ref").await,
+        db.ints("SELECT available FROM stock WHERE sku = 'gear'")
+            .await,
+        [1]
+    );
+    assert_eq!(
+        db.strings("SELECT order_ref FROM reservations ORDER BY order_ref")
+            .await,
         ["o-1", "o-3"]
     );
     // Bigger than max: refused before the database.
@@ -468,7 +581,11 @@ async fn inventory_reserves_until_stock_runs_out(db: Db) {
     )
     .await;
     assert_eq!(error.code, INVALID_PARAMS);
-    assert_eq!(db.ints("SELECT available FROM stock WHERE sku = 'bolt'").await, [100]);
+    assert_eq!(
+        db.ints("SELECT available FROM stock WHERE sku = 'bolt'")
+            .await,
+        [100]
+    );
     client.cancel().await.unwrap();
     let _ = call;
 }
@@ -484,7 +601,11 @@ async fn idempotent_hint_is_absent_unless_declared() {
     let client = orders(&db, TELLER).await;
     for tool in tools(&client).await {
         let hint = tool.annotations.and_then(|a| a.idempotent_hint);
-        assert_eq!(hint, None, "{}: idempotentHint absent unless declared", tool.name);
+        assert_eq!(
+            hint, None,
+            "{}: idempotentHint absent unless declared",
+            tool.name
+        );
     }
     client.cancel().await.unwrap();
 }
