@@ -144,8 +144,12 @@ pub fn parse_args(plan: &ToolPlan, args: &Value) -> Result<Args, String> {
             (Some(Value::Null), _) | (None, None) if !decl.is_required() => {
                 SqlValue::Null(decl.kind)
             }
-            (None, None) | (Some(Value::Null), _) => {
-                return Err(format!("{name}: required"));
+            (None, None) => return Err(format!("{name}: required")),
+            (Some(Value::Null), _) => {
+                return Err(format!(
+                    "{name}: null is not allowed (expected {})",
+                    decl.kind.as_str()
+                ));
             }
             (Some(value), _) | (None, Some(value)) => {
                 decl.parse(value).map_err(|why| format!("{name}: {why}"))?

@@ -88,7 +88,9 @@ pub fn outcome_result(
         }
         Err(error) => {
             let failure = error.failure();
-            let attempts = failure.map_or(0, |failure| failure.attempts().len());
+            // Every attempt under the call's one budget, the runners' included (what the
+            // error's "after N attempts" counts too).
+            let attempts = failure.map_or(0, |failure| failure.retries() + 1);
             let mut outcome = json!({
                 "status": status(&error),
                 "call_id": call_id,

@@ -1,0 +1,115 @@
+//! Cancellation: a `notifications/cancelled` for a call whose transaction has not committed
+//! stops it — its writes are rolled back, nothing is recorded — and the same call sent again
+//! runs once. On Postgres, with the transaction held inside the server (`pg_sleep`) when the
+//! cancel arrives.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Db, object, outcome, stdio, within};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+use rmcp::service::PeerRequestOptions;
+use serde_json::json;
+
+const CONFIG: &str = r#"
+sources:
+  db: { url: "${CANCEL_URL}" }
+tools:
+  slow_note:
+    source: db
+    description: Writes a note, then waits inside the transaction.
+    parameters:
+      note: { type: string, min: 1, max: 64 }
+      wait_s: { type: number, min: 0, max: 30 }
+    statements:
+      - sql: INSERT INTO notes (note) VALUES (:note)
+      - sql: SELECT pg_sleep(:wait_s)
+    once: { key: [note] }
+    returns: { template: "noted {note}" }
+"#;
+
+async fn notes(db: &Db, note: &str) -> i64 {
+    let count = db
+        .ints(&format!("SELECT count(*) FROM notes WHERE note = '{note}'"))
+        .await;
+    count[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_again() {
+    let Some(db) = Db::postgres("cancel::before_commit").await else {
+        return;
+    };
+    db.exec("CREATE TABLE notes (note TEXT NOT NULL)").await;
+    let config = db.write("cancel.yaml", CONFIG);
+    let client = stdio(&config, &[], &[("CANCEL_URL", &db.url)]).await;
+
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("slow_note")
+            .with_arguments(object(json!({"note": "first", "wait_s": 30}))),
+    ));
+    let handle = client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    // The insert is made and the transaction sleeps in the server: wait until it does.
+    within("the transaction sleeps", async {
+        loop {
+            let sleeping = db
+                .ints(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'",
+                )
+                .await;
+            if sleeping[0] == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    handle
+        .cancel(Some("the user stopped it".to_owned()))
+        .await
+        .unwrap();
+
+    // The server drops the call: its transaction never commits. (The sleeping backend is
+    // ended or rolled back by the pool; either way the insert is gone.)
+    within("the cancelled transaction ends", async {
+        loop {
+            let open = db
+                .ints("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'")
+                .await;
+            if open[0] == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        notes(&db, "first").await,
+        0,
+        "a cancelled call writes nothing"
+    );
+    let table = db
+        .ints("SELECT count(*) FROM information_schema.tables WHERE table_name = 'txretry_tool_calls'")
+        .await;
+    if table[0] == 1 {
+        let records = db.ints("SELECT count(*) FROM txretry_tool_calls").await;
+        assert_eq!(
+            records[0], 0,
+            "nothing recorded for a call that did not commit"
+        );
+    }
+
+    // The same call sent again runs, once; and once more is answered from the record.
+    let sent_again = outcome(&client, "slow_note", json!({"note": "first", "wait_s": 0})).await;
+    assert_eq!(sent_again["status"], "committed", "{sent_again}");
+    assert_eq!(sent_again["result"], "noted first");
+    let repeated = outcome(&client, "slow_note", json!({"note": "first", "wait_s": 0})).await;
+    assert_eq!(repeated["result"], "noted first", "{repeated}");
+    assert_eq!(notes(&db, "first").await, 1, "applied once");
+    client.cancel().await.unwrap();
+}
