@@ -192,9 +192,9 @@ impl Tool {
         F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, E>> + Send + 'static,
     {
-        Tool::async_parsed(
-            name.into(),
-            description.into(),
+        Tool::dynamic(
+            name,
+            description,
             schemars::schema_for!(A).to_value(),
             parse_args::<A>,
             handler,
@@ -234,31 +234,6 @@ impl Tool {
         F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, E>> + Send + 'static,
     {
-        Tool::async_parsed(
-            name.into(),
-            description.into(),
-            input_schema,
-            parse,
-            handler,
-        )
-    }
-
-    /// An async tool whose arguments `parse` turns into `A`.
-    fn async_parsed<A, O, E, P, F, Fut>(
-        name: String,
-        description: String,
-        input_schema: Value,
-        parse: P,
-        handler: F,
-    ) -> Tool
-    where
-        A: Send + 'static,
-        O: Serialize,
-        E: Into<BoxError>,
-        P: Fn(&Value) -> Result<A, String> + Send + Sync + 'static,
-        F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<O, E>> + Send + 'static,
-    {
         let handler = Arc::new(handler);
         let parse = Arc::new(parse);
         let prepare = move |args: &Value| -> Result<Box<StartFn>, String> {
@@ -280,7 +255,13 @@ impl Tool {
                 })))
             }))
         };
-        Tool::with_handler(name, description, input_schema, Box::new(prepare), false)
+        Tool::with_handler(
+            name.into(),
+            description.into(),
+            input_schema,
+            Box::new(prepare),
+            false,
+        )
     }
 
     /// A tool with a blocking handler (rusqlite-style code), run on tokio's blocking thread

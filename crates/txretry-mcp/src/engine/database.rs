@@ -95,3 +95,24 @@ macro_rules! run_statement {
     }};
 }
 pub(crate) use run_statement;
+
+/// Implements [`Database`] for a sqlx database, given its placeholder style and how it reads
+/// a row.
+macro_rules! database {
+    ($db:ty, $style:expr, $read_row:path) => {
+        impl $crate::engine::database::Database for $db {
+            const STYLE: $crate::sql::Style = $style;
+
+            async fn run(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                sql: &str,
+                binds: Vec<$crate::config::SqlValue>,
+            ) -> Result<$crate::engine::database::Done, sqlx::Error> {
+                use $crate::config::{ParamKind, SqlValue};
+                use $crate::engine::database::Done;
+                $crate::engine::database::run_statement!($db, tx, sql, binds, $read_row)
+            }
+        }
+    };
+}
+pub(crate) use database;

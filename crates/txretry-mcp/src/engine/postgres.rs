@@ -2,23 +2,12 @@
 
 use serde_json::{Map, Value};
 use sqlx::postgres::{PgRow, Postgres};
-use sqlx::{Column, Row, Transaction, TypeInfo, ValueRef};
+use sqlx::{Column, Row, TypeInfo, ValueRef};
 
-use super::database::{Database, Done, run_statement, unreadable};
-use crate::config::{ParamKind, SqlValue};
+use super::database::unreadable;
 use crate::sql::Style;
 
-impl Database for Postgres {
-    const STYLE: Style = Style::Dollar;
-
-    async fn run(
-        tx: &mut Transaction<'_, Postgres>,
-        sql: &str,
-        binds: Vec<SqlValue>,
-    ) -> Result<Done, sqlx::Error> {
-        run_statement!(Postgres, tx, sql, binds, read_row)
-    }
-}
+super::database::database!(Postgres, Style::Dollar, read_row);
 
 fn read_row(row: &PgRow) -> Result<Map<String, Value>, sqlx::Error> {
     let mut object = Map::new();

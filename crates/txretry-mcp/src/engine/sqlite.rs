@@ -3,23 +3,12 @@
 
 use serde_json::{Map, Value};
 use sqlx::sqlite::{Sqlite, SqliteRow};
-use sqlx::{Column, Row, Transaction, TypeInfo, ValueRef};
+use sqlx::{Column, Row, TypeInfo, ValueRef};
 
-use super::database::{Database, Done, run_statement, unreadable};
-use crate::config::{ParamKind, SqlValue};
+use super::database::unreadable;
 use crate::sql::Style;
 
-impl Database for Sqlite {
-    const STYLE: Style = Style::Question;
-
-    async fn run(
-        tx: &mut Transaction<'_, Sqlite>,
-        sql: &str,
-        binds: Vec<SqlValue>,
-    ) -> Result<Done, sqlx::Error> {
-        run_statement!(Sqlite, tx, sql, binds, read_row)
-    }
-}
+super::database::database!(Sqlite, Style::Question, read_row);
 
 fn read_row(row: &SqliteRow) -> Result<Map<String, Value>, sqlx::Error> {
     let mut object = Map::new();

@@ -190,7 +190,7 @@ async def concurrent_rounds(session: ClientSession, db: Database, rounds: int) -
     for round_no in range(rounds):
         transfers = opposite_transfers(round_no, 16)
         answers = await asyncio.gather(*(call(session, "transfer", t) for t in transfers))
-        # Under this load a transfer can run out of its 8 attempts (Postgres: each deadlock
+        # Under this load a transfer can run out of its 20 attempts (Postgres: each deadlock
         # costs up to deadlock_timeout, 1s) or its 10s timeout: `failed` or `ambiguous`. The
         # server's instructions say calling again with the same request_id is then safe; a
         # client does that, and the money must still move exactly once. More than one such

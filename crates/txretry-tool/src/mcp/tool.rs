@@ -13,7 +13,7 @@ use crate::ToolDescriptor;
 /// | declaration | annotation |
 /// |---|---|
 /// | [`read_only`](crate::Tool::read_only) | `readOnlyHint` (always set) |
-/// | [`idempotent`](crate::Tool::idempotent) | `idempotentHint` (always set) |
+/// | [`idempotent`](crate::Tool::idempotent) | `idempotentHint: true` (absent unless declared) |
 /// | [`restart_safe(false)`](crate::Tool::restart_safe) on a tool that writes | `destructiveHint: true` |
 ///
 /// A restart-safe tool that writes leaves `destructiveHint` unset (the spec's default, `true`:
@@ -27,9 +27,11 @@ pub fn mcp_tool(descriptor: &ToolDescriptor) -> McpTool {
             schema
         }
     };
-    let mut annotations = ToolAnnotations::new()
-        .read_only(descriptor.is_read_only())
-        .idempotent(descriptor.is_idempotent());
+    let mut annotations = ToolAnnotations::new().read_only(descriptor.is_read_only());
+    // Only a declaration makes a tool idempotent: absent otherwise, never guessed.
+    if descriptor.is_idempotent() {
+        annotations = annotations.idempotent(true);
+    }
     if !descriptor.is_read_only() && !descriptor.is_restart_safe() {
         annotations = annotations.destructive(true);
     }
