@@ -2,6 +2,7 @@
 //! (a [`PrimaryPool`] that follows the primary through a failover).
 
 use std::str::FromStr;
+use std::time::Duration;
 
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use sqlx::postgres::{PgPool, PgPoolOptions};
@@ -9,6 +10,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use txretry_sqlx::PrimaryPool;
 
 use crate::config::{Engine, Source};
+
+/// How long opening a source may take: `check` and `serve` report a source that does not
+/// answer after this, instead of the pool's own 30 s of retries.
+pub const OPEN_WAIT: Duration = Duration::from_secs(10);
 
 /// An open source.
 pub enum Pool {
@@ -23,11 +28,19 @@ pub enum Pool {
 }
 
 impl Pool {
-    /// Opens the source's pool and checks that it answers (one connection).
+    /// Opens the source's pool and checks that it answers (one connection), waiting at most
+    /// [`OPEN_WAIT`] for it.
     ///
     /// # Errors
     /// The driver's error, when the URL is refused or the database does not answer.
     pub async fn open(source: &Source) -> Result<Pool, Box<dyn std::error::Error + Send + Sync>> {
+        match tokio::time::timeout(OPEN_WAIT, Pool::connect(source)).await {
+            Ok(opened) => opened,
+            Err(_) => Err(format!("no answer within {OPEN_WAIT:?}").into()),
+        }
+    }
+
+    async fn connect(source: &Source) -> Result<Pool, Box<dyn std::error::Error + Send + Sync>> {
         let n = source.max_connections;
         Ok(match source.engine {
             Engine::Postgres if is_multi_host(&source.url) => Pool::Primary(
