@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use sqlx::{AssertSqlSafe, Column, Executor, SqlSafeStr};
 
-use crate::config::{Config, ConfigError, StatementPlan};
+use crate::config::{Config, ConfigError, ReturnsPlan, StatementPlan};
 use crate::source::Pool;
 use crate::sql::{Ref, Style};
 
@@ -50,6 +50,7 @@ pub async fn prepare(
         let pool = &pools[&tool.source];
         // Each capture's columns, as the database describes them.
         let mut columns: HashMap<&str, Vec<String>> = HashMap::new();
+        let mut returns_rows = false;
         for statement in &tool.statements {
             for reference in statement.statement.refs() {
                 if let Ref::Column(capture, column) = reference
@@ -65,6 +66,7 @@ pub async fn prepare(
             match describe(pool, statement).await {
                 Ok(names) => {
                     prepared += 1;
+                    returns_rows |= !names.is_empty();
                     if let Some(capture) = &statement.capture {
                         if names.is_empty() {
                             problems.push(statement.sql.error(format!(
@@ -80,6 +82,12 @@ pub async fn prepare(
                         .error(format!("the database refused it: {error}")),
                 ),
             }
+        }
+        if matches!(tool.returns, ReturnsPlan::Rows | ReturnsPlan::Row) && !returns_rows {
+            problems.push(
+                tool.returns_field
+                    .error("no statement returns rows: say `returns: affected`, or a template"),
+            );
         }
     }
     if problems.is_empty() {

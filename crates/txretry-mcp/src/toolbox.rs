@@ -118,6 +118,7 @@ pub fn input_schema(plan: &ToolPlan) -> Value {
 /// The JSON Schema of what a call answers.
 fn output_schema(returns: &ReturnsPlan) -> Value {
     match returns {
+        ReturnsPlan::Default => json!({"type": "array"}),
         ReturnsPlan::Rows => json!({"type": "array", "items": {"type": "object"}}),
         ReturnsPlan::Row => json!({"type": ["object", "null"]}),
         ReturnsPlan::Affected => json!({"type": "array", "items": {"type": "integer"}}),

@@ -180,6 +180,14 @@ const DATABASE_CASES: &[Case] = &[
         marker: "UPDATE acounts SET",
         message: "the database refused it",
     },
+    Case {
+        name: "returns a row, but no statement returns rows",
+        from: "- sql: SELECT id, account, status, cents FROM orders WHERE id = :order_id",
+        to: "- sql: UPDATE orders SET cents = cents WHERE id = :order_id",
+        field: "tools.get_order.returns",
+        marker: "returns: row",
+        message: "no statement returns rows",
+    },
 ];
 
 fn env(db: &Db) -> Vec<(&'static str, String)> {

@@ -93,6 +93,8 @@ pub struct ToolPlan {
     pub statements: Vec<StatementPlan>,
     /// What a call answers.
     pub returns: ReturnsPlan,
+    /// Where `returns` is (or the tool, when it is not said).
+    pub returns_field: Located,
     /// The isolation level, when set.
     pub isolation: Option<Isolation>,
     /// A read-only transaction.
@@ -136,6 +138,9 @@ pub struct ExpectPlan {
 /// What a call answers, checked.
 #[derive(Clone, Debug)]
 pub enum ReturnsPlan {
+    /// Not said: the rows of the last statement that returns rows, or else the count of
+    /// each statement.
+    Default,
     /// The rows of the last statement that returned rows.
     Rows,
     /// Its first row, or `null`.

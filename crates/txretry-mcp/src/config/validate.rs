@@ -422,7 +422,8 @@ fn check_tool(
     }
 
     let returns = match tool.returns.as_ref().map(|r| (&r.value, r.referenced)) {
-        None | Some((Returns::Rows, _)) => ReturnsPlan::Rows,
+        None => ReturnsPlan::Default,
+        Some((Returns::Rows, _)) => ReturnsPlan::Rows,
         Some((Returns::Row, _)) => ReturnsPlan::Row,
         Some((Returns::Affected, _)) => ReturnsPlan::Affected,
         Some((Returns::Template(text), _)) => {
@@ -518,6 +519,10 @@ fn check_tool(
         params,
         statements,
         returns,
+        returns_field: Located {
+            field: format!("{field}.returns"),
+            at: tool.returns.as_ref().map_or(here, |r| r.referenced),
+        },
         isolation,
         read_only: tool.read_only,
         once,

@@ -90,6 +90,10 @@ async fn run_statements<DB: Database>(
         }
     }
     Ok(match &tool.returns {
+        ReturnsPlan::Default => match last_rows {
+            Some(rows) => Value::from(rows.into_iter().map(Value::Object).collect::<Vec<_>>()),
+            None => Value::from(counts),
+        },
         ReturnsPlan::Rows => Value::from(
             last_rows
                 .unwrap_or_default()
