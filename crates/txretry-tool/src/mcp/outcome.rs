@@ -88,7 +88,8 @@ pub fn outcome_result(
         }
         Err(error) => {
             let failure = error.failure();
-            let attempts = failure.map_or(0, |failure| failure.attempts().len());
+            // Every attempt across layers (the runners' included), as the message counts.
+            let attempts = failure.map_or(0, |failure| failure.outcome().attempts());
             let mut outcome = json!({
                 "status": status(&error),
                 "call_id": call_id,
