@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Code, Outcome, Phase, RetryPolicy, TransientKind, Verdict};
+use crate::{Code, Outcome, Phase, RecordedAttempt, RetryPolicy, TransientKind, Verdict};
 
 pub(crate) type RetryHook = Arc<dyn Fn(&RetryEvent<'_>) + Send + Sync>;
 pub(crate) type GiveUpHook = Arc<dyn Fn(&GiveUpEvent<'_>) + Send + Sync>;
@@ -71,6 +71,11 @@ impl fmt::Debug for RetryEvent<'_> {
 pub struct GiveUpEvent<'a> {
     /// Every attempt's failure and why the loop stopped.
     pub outcome: &'a Outcome,
+    /// Every attempt's failure with its error's text, first to last: the entries of
+    /// `outcome.history()`, in the same order. For a tool call (the toolbox's `on_give_up`
+    /// hook), every attempt made under the call's budget: the runners' transaction
+    /// attempts inside each run of the handler, and each run that failed outside a runner.
+    pub attempts: &'a [RecordedAttempt],
     /// Attempts allowed in total.
     pub max_attempts: u32,
     /// The last attempt's error, the one returned to the caller.
@@ -87,6 +92,7 @@ impl fmt::Debug for GiveUpEvent<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GiveUpEvent")
             .field("outcome", &self.outcome)
+            .field("attempts", &self.attempts)
             .field("max_attempts", &self.max_attempts)
             .field("error", &format_args!("{}", self.error))
             .field("tool", &self.tool)

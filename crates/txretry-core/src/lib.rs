@@ -33,7 +33,7 @@ pub use event::{GiveUpEvent, RetryEvent};
 pub use key::{ContentionKey, KeyEncoder, KeyHash};
 pub use message::MessageFallback;
 pub use options::{Isolation, SqliteBegin, TxOptions};
-pub use outcome::{AttemptFailure, Outcome, Phase, TxError};
+pub use outcome::{AttemptFailure, Outcome, Phase, RecordedAttempt, TxError};
 pub use policy::{Decision, PolicyError, RetryPolicy, RetryPolicyBuilder, StopReason};
 pub use profile::Profile;
 pub use scope::Scope;

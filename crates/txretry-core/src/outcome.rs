@@ -56,6 +56,30 @@ impl AttemptFailure {
     }
 }
 
+/// A failed attempt with its error's text, as a [`GiveUpEvent`](crate::GiveUpEvent) lists it
+/// and a [`Scope`](crate::Scope) records it.
+///
+/// The error itself is the caller's type: a loop returns the last attempt's and drops the
+/// others when it retries, so what is kept of each is its text (its `Display`).
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RecordedAttempt {
+    /// How the attempt was judged: verdict, code, phase.
+    pub failure: AttemptFailure,
+    /// The attempt's error, as its `Display` shows it.
+    pub error: String,
+}
+
+impl RecordedAttempt {
+    /// An attempt judged `failure` that failed with an error reading `error`.
+    pub fn new(failure: AttemptFailure, error: impl Into<String>) -> Self {
+        RecordedAttempt {
+            failure,
+            error: error.into(),
+        }
+    }
+}
+
 /// How a call that failed went: every attempt's verdict and phase, and why the loop stopped.
 /// The last entry of [`history`](Outcome::history) is the failure whose error was returned.
 #[derive(Clone, Debug, PartialEq, Eq)]

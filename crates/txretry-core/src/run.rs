@@ -10,8 +10,8 @@ use std::time::Duration;
 use crate::classifier::{broken_connection, no_driver};
 use crate::event::{GiveUpEvent, RetryEvent, emit_give_up, emit_retry};
 use crate::{
-    AsError, AttemptFailure, Classification, CodeExtractor, Decision, Outcome, Phase, RetryPolicy,
-    Scope, StopReason, TxError, TxOptions, Verdict,
+    AsError, AttemptFailure, Classification, CodeExtractor, Decision, Outcome, Phase,
+    RecordedAttempt, RetryPolicy, Scope, StopReason, TxError, TxOptions, Verdict,
 };
 
 /// The loop state every runner shares: which attempt this is, when the first began, every
@@ -33,8 +33,10 @@ pub struct RetryState {
     outage: Option<(tokio::time::Instant, u32)>,
     /// Attempts spent inside outages: they count against no `max_attempts`.
     outage_attempts: u32,
-    /// Every failed attempt; allocated on the first failure only.
-    history: Vec<AttemptFailure>,
+    /// Every failed attempt, with its error's text; allocated on the first failure only.
+    attempts: Vec<RecordedAttempt>,
+    /// The scope's outer loop: it records its attempts itself, not in the scope.
+    outer: bool,
 }
 
 impl RetryState {
@@ -51,8 +53,29 @@ impl RetryState {
             start,
             outage: None,
             outage_attempts: 0,
-            history: Vec::new(),
+            attempts: Vec::new(),
+            outer: false,
         }
+    }
+
+    /// Makes this the outer loop of its policy's [`Scope`]: a loop each of whose attempts
+    /// runs the scope's other loops (a tool call's invocation, whose attempt is one run of
+    /// the handler and its runners). It records its own failed attempts here, not in the
+    /// scope, and its outcome and give-up event list the inner loops' attempts handed to it
+    /// with [`inner_attempts`](RetryState::inner_attempts), so they cover every attempt
+    /// made under the scope's budget.
+    #[must_use]
+    pub fn outer(mut self) -> Self {
+        self.outer = true;
+        self
+    }
+
+    /// The attempts the scope's inner loops made during the attempt about to be judged
+    /// (taken with [`Scope::take_attempts`]): listed before it in the outcome and the
+    /// give-up event. Leave out an inner attempt that *is* this attempt's failure (a
+    /// runner's give-up judged again here), or it is listed twice.
+    pub fn inner_attempts(&mut self, attempts: impl IntoIterator<Item = RecordedAttempt>) {
+        self.attempts.extend(attempts);
     }
 
     /// The policy the loop runs under.
@@ -84,7 +107,20 @@ impl RetryState {
             // The caller's own write in a transaction it asked to be read-only.
             judged.verdict = Verdict::Permanent;
         }
-        self.history.push(judged);
+        // The text is read only by a give-up hook and the scope: a loop with neither
+        // formats nothing.
+        let text = if self.policy.scope().is_some() || self.policy.on_give_up_hook().is_some() {
+            failure.error.as_error().to_string()
+        } else {
+            String::new()
+        };
+        let recorded = RecordedAttempt::new(judged, text);
+        if let Some(scope) = self.policy.scope()
+            && !self.outer
+        {
+            scope.record(recorded.clone());
+        }
+        self.attempts.push(recorded);
         if let Some(reason) = failure.stop {
             return Decision::Stop(reason);
         }
@@ -170,7 +206,8 @@ impl RetryState {
     where
         E: AsError<V>,
     {
-        let history = std::mem::take(&mut self.history);
+        let attempts = std::mem::take(&mut self.attempts);
+        let history = attempts.iter().map(|a| a.failure).collect();
         let outcome = Outcome::new(history, reason);
         if let Some(scope) = self.policy.scope() {
             scope.gave_up(&outcome);
@@ -180,6 +217,7 @@ impl RetryState {
                 &self.policy,
                 &GiveUpEvent {
                     outcome: &outcome,
+                    attempts: &attempts,
                     max_attempts: self.policy.max_attempts(),
                     error: failure.error.as_error(),
                     tool: self.policy.scope().and_then(Scope::tool),

@@ -5,13 +5,13 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::Outcome;
+use crate::{Outcome, RecordedAttempt};
 
 /// A shared retry budget with the labels its events carry. Attach it to a policy with
 /// [`RetryPolicy::with_scope`](crate::RetryPolicy::with_scope); every loop run under that
 /// policy (a runner's, `policy.run`'s, an outer layer's) then draws its retries from the
-/// one budget, counts its successes here, and leaves its last give-up here for the outer
-/// layer to read (typed, never parsed from text).
+/// one budget, counts its successes here, records each failed attempt here, and leaves its
+/// last give-up here for the outer layer to read (typed, never parsed from text).
 ///
 /// Clones share the same budget.
 ///
@@ -50,6 +50,7 @@ struct Inner {
     call_id: Option<Arc<str>>,
     level: Option<&'static str>,
     last_give_up: Mutex<Option<Outcome>>,
+    attempts: Mutex<Vec<RecordedAttempt>>,
 }
 
 impl Scope {
@@ -63,6 +64,7 @@ impl Scope {
                 call_id: None,
                 level: None,
                 last_give_up: Mutex::new(None),
+                attempts: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -94,6 +96,7 @@ impl Scope {
                 call_id,
                 level: Some(level),
                 last_give_up: Mutex::new(None),
+                attempts: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -127,6 +130,21 @@ impl Scope {
             .take()
     }
 
+    /// Every failed attempt of the scope's loops since the last call, first to last, with
+    /// its verdict, phase, code and error text; taken (so the next call sees only newer
+    /// ones). Every loop run under the scope's policy records its attempts here, whether it
+    /// then retried, succeeded or gave up; a tool call's invocation loop records its own
+    /// runs itself and takes these after each run. They accumulate until taken.
+    pub fn take_attempts(&self) -> Vec<RecordedAttempt> {
+        std::mem::take(
+            &mut *self
+                .inner
+                .attempts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
     /// The tool label, if any.
     pub fn tool(&self) -> Option<&str> {
         self.inner.tool.as_deref()
@@ -144,6 +162,14 @@ impl Scope {
 
     pub(crate) fn succeeded(&self) {
         self.inner.successes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn record(&self, attempt: RecordedAttempt) {
+        self.inner
+            .attempts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(attempt);
     }
 
     pub(crate) fn gave_up(&self, outcome: &Outcome) {

@@ -328,3 +328,74 @@ async fn running_out_of_attempts_fires_one_give_up_event_with_the_history() {
     assert!(matches!(r, Err(AppError::NotFound(7))));
     assert_eq!(seen.lock().unwrap().len(), 2);
 }
+
+/// The give-up event lists every attempt with its error's text, in `outcome.history()`'s
+/// order; a scope records every attempt of every loop in it, for the outer layer to take.
+#[tokio::test(start_paused = true)]
+async fn the_give_up_event_and_the_scope_list_every_attempt_with_its_error() {
+    use txretry_core::{GiveUpEvent, Phase, RecordedAttempt, Scope, Verdict};
+    let seen: Arc<Mutex<Vec<Vec<RecordedAttempt>>>> = Arc::default();
+    let sink = seen.clone();
+    let policy = RetryPolicy::builder()
+        .max_attempts(3)
+        .on_give_up(move |e: &GiveUpEvent<'_>| {
+            let listed: Vec<_> = e.attempts.iter().map(|a| a.failure).collect();
+            assert_eq!(listed, e.outcome.history());
+            sink.lock().unwrap().push(e.attempts.to_vec());
+        })
+        .build()
+        .unwrap();
+    let scope = Scope::for_policy(&policy);
+    let scoped = policy.with_scope(scope.clone());
+
+    // Fails twice (two texts), then succeeds: recorded in the scope, no give-up.
+    let mut calls = 0;
+    let r: Result<(), AppError> = scoped
+        .run(async || {
+            calls += 1;
+            if calls < 3 {
+                Err(AppError::Deadlock)
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+    assert!(r.is_ok());
+    // The budget is spent: the next loop's first attempt fails and gives up.
+    let r: Result<(), AppError> = scoped.run(async || Err(AppError::Deadlock)).await;
+    assert!(r.is_err());
+
+    let deadlock = Verdict::Transient(TransientKind::Deadlock);
+    let recorded = scope.take_attempts();
+    assert_eq!(recorded.len(), 3, "{recorded:?}");
+    for attempt in &recorded {
+        assert_eq!(attempt.failure.verdict, deadlock);
+        assert_eq!(attempt.failure.phase, Phase::Body);
+        assert_eq!(attempt.error, AppError::Deadlock.to_string());
+    }
+    assert!(scope.take_attempts().is_empty(), "taken");
+    // The second loop's give-up lists its own one attempt, with its text.
+    assert_eq!(*seen.lock().unwrap(), vec![recorded[2..].to_vec()]);
+
+    // A loop that gives up on its own lists its three, each with its error's text.
+    seen.lock().unwrap().clear();
+    let mut n = 0;
+    let r: Result<(), std::io::Error> = policy
+        .run(async || {
+            n += 1;
+            Err(std::io::Error::other(format!("deadlock detected ({n})")))
+        })
+        .await;
+    assert!(r.is_err());
+    let texts: Vec<Vec<String>> = (seen.lock().unwrap().iter())
+        .map(|attempts| attempts.iter().map(|a| a.error.clone()).collect())
+        .collect();
+    assert_eq!(
+        texts,
+        [[
+            "deadlock detected (1)",
+            "deadlock detected (2)",
+            "deadlock detected (3)"
+        ]]
+    );
+}

@@ -20,7 +20,8 @@
 //!   once, timeouts and ambiguous commits are retried only for `idempotent` tools, and a
 //!   timed-out attempt is cancelled before the next starts;
 //! - **typed outcomes**: a business error or any `Ok` output surfaces once, untouched; a
-//!   failure carries every attempt's error and verdict ([`InvokeError`], [`ToolFailure`]);
+//!   failure carries every attempt's error and verdict, the runners' transaction attempts
+//!   included ([`InvokeError`], [`ToolFailure`], [`CallAttempt`]);
 //! - **a fail-closed gate**: [`Toolbox::offered`] = registered ∩ the caller's roles ∩ the
 //!   persona's list ∩ the agent's list, re-checked before every attempt; an unknown tool
 //!   and a tool not offered get the same refusal;
@@ -87,7 +88,9 @@ pub use config::{
     ToolboxConfig,
 };
 pub use context::ToolContext;
-pub use invoke::{FailureKind, InvokeError, Panicked, TimedOut, ToolAttempt, ToolFailure};
+pub use invoke::{
+    CallAttempt, FailureKind, InvokeError, Panicked, TimedOut, ToolAttempt, ToolFailure,
+};
 pub use once::{BusinessError, Dialect, InvalidTableName, Once, OnceRefused};
 #[cfg(any(
     feature = "sqlx-postgres",

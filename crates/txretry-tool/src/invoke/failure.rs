@@ -6,14 +6,17 @@ use std::fmt;
 
 use txretry_core::{Outcome, StopReason, TransientKind, Verdict};
 
+use super::history::History;
 use super::interrupted::NO_ERROR;
 use super::run::AttemptEnd;
-use super::{FailureKind, ToolAttempt};
+use super::{CallAttempt, FailureKind, ToolAttempt};
 #[cfg(doc)]
 use crate::ToolContext;
 
 /// A tool call that failed after its handler ran: the kind, every attempt's error and
-/// verdict, and the invocation loop's [`Outcome`].
+/// verdict (each run of the handler in [`attempts`](ToolFailure::attempts); every attempt
+/// across layers, the runners' included, in [`history`](ToolFailure::history)), and the
+/// call's [`Outcome`].
 ///
 /// Its `Display` is short and meant for the model: the tool, what happened, how many
 /// attempts, and for a business failure the handler's own message. Driver errors of
@@ -24,6 +27,7 @@ pub struct ToolFailure {
     tool: String,
     kind: FailureKind,
     attempts: Vec<ToolAttempt>,
+    history: History,
     outcome: Outcome,
     retries: u32,
     /// The tool is `once`: a repeated call with the same key is safe.
@@ -34,9 +38,15 @@ impl ToolFailure {
     pub(super) fn new(
         tool: &str,
         attempts: Vec<ToolAttempt>,
+        history: History,
         outcome: Outcome,
         retries: u32,
     ) -> Self {
+        debug_assert_eq!(
+            history.len(),
+            outcome.history().len(),
+            "the call's outcome lists the history's attempts"
+        );
         let last = attempts.last().map_or(AttemptEnd::Returned, |a| a.end);
         let kind = match (last, outcome.verdict()) {
             (AttemptEnd::Panicked, _) => FailureKind::Panicked,
@@ -53,6 +63,7 @@ impl ToolFailure {
             tool: tool.to_owned(),
             kind,
             attempts,
+            history,
             outcome,
             retries,
             once: false,
@@ -69,9 +80,27 @@ impl ToolFailure {
         self.kind
     }
 
-    /// Every run of the handler, first to last, each with its error.
+    /// Every run of the handler, first to last, each with its error. A run whose runner
+    /// retried is one entry here; its transaction attempts are in
+    /// [`history`](ToolFailure::history).
     pub fn attempts(&self) -> &[ToolAttempt] {
         &self.attempts
+    }
+
+    /// Every failed attempt made under the call's budget, first to last, across layers:
+    /// within each run of the handler, the transaction attempts of the runners it called
+    /// with [`ToolContext::policy`] (whether they then retried, committed or gave up), then
+    /// the run's own failure when it failed outside a runner (its own error, a timeout, a
+    /// panic). A run that failed with a runner's give-up ends on that runner's last
+    /// attempt, which carries the handler's error.
+    ///
+    /// The same attempts, in the same order, as [`outcome`](ToolFailure::outcome)'s history
+    /// and the toolbox's `on_give_up` event; their number is the one the failure's message
+    /// gives.
+    pub fn history(
+        &self,
+    ) -> impl ExactSizeIterator<Item = CallAttempt<'_>> + DoubleEndedIterator + '_ {
+        self.history.iter(&self.attempts)
     }
 
     /// The attempts, owned.
@@ -87,14 +116,17 @@ impl ToolFailure {
         }
     }
 
-    /// The invocation loop's outcome: one history entry per run of the handler, and why it
-    /// stopped.
+    /// The call's outcome: every failed attempt's verdict, code and phase across layers (the
+    /// entries of [`history`](ToolFailure::history)), and why the invocation stopped.
     pub fn outcome(&self) -> &Outcome {
         &self.outcome
     }
 
     /// Retries made during the call by every loop in it (the invocation's and the runners'
-    /// under [`ToolContext::policy`]): attempts of the failing work beyond the first.
+    /// under [`ToolContext::policy`]): the retries drawn from the call's budget. Each
+    /// loop's first attempt and a retry in an outage (under a failover budget) draw none,
+    /// so [`history`](ToolFailure::history) lists at least `retries + 1` attempts, and may
+    /// list more.
     pub fn retries(&self) -> u32 {
         self.retries
     }
@@ -108,7 +140,7 @@ impl ToolFailure {
 impl fmt::Display for ToolFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let tool = &self.tool;
-        let tries = self.retries.saturating_add(1);
+        let tries = self.outcome.attempts();
         let s = if tries == 1 { "" } else { "s" };
         let kind = self
             .outcome

@@ -6,11 +6,14 @@
 //!   [`Panicked`]);
 //! - `attempt.rs`, `failure.rs`, `kind.rs`: what a failed call reports ([`ToolAttempt`],
 //!   [`ToolFailure`], [`FailureKind`]);
+//! - `history.rs`: every attempt of a failed call across layers, the runners' included
+//!   ([`CallAttempt`]);
 //! - `error.rs`: why a call did not return a result ([`InvokeError`]).
 
 mod attempt;
 mod error;
 mod failure;
+mod history;
 mod interrupted;
 mod kind;
 mod run;
@@ -21,13 +24,15 @@ use std::sync::atomic::AtomicBool;
 
 use serde_json::Value;
 use txretry_core::{
-    AttemptFailure, Code, Decision, Phase, RetryState, Scope, StopReason, TxFailure, TxOptions,
-    Verdict,
+    AttemptFailure, Code, Decision, Phase, RecordedAttempt, RetryState, Scope, StopReason,
+    TxFailure, TxOptions, Verdict,
 };
 
 pub use self::attempt::ToolAttempt;
 pub use self::error::InvokeError;
 pub use self::failure::ToolFailure;
+pub use self::history::CallAttempt;
+use self::history::{History, before_run_failure};
 pub use self::interrupted::{Panicked, TimedOut};
 pub use self::kind::FailureKind;
 use self::run::{AttemptEnd, run_attempt};
@@ -57,7 +62,9 @@ impl Toolbox {
     ///      only for idempotent tools). It is retried when the policy says so, the budget
     ///      has a retry left, the tool is restart-safe and nothing committed during the
     ///      attempt; otherwise the call fails with every attempt's error
-    ///      ([`InvokeError::Failed`]).
+    ///      ([`InvokeError::Failed`]): each run of the handler, and every transaction
+    ///      attempt of the runners inside ([`ToolFailure::history`]), which the toolbox's
+    ///      `on_give_up` event lists too.
     ///
     /// For a [`once`](crate::Tool::once) tool, the idempotency key is made before the first
     /// attempt (the call id, or the key function's; [`InvokeError::OnceRefused`] if it
@@ -164,10 +171,11 @@ impl Toolbox {
             // is safe.
             let options =
                 TxOptions::new().idempotent(entry.descriptor.idempotent || entry.once.is_some());
-            RetryState::new(&entry.loop_policy.with_scope(scope.clone()), &options)
+            RetryState::new(&entry.loop_policy.with_scope(scope.clone()), &options).outer()
         };
         let mut state = entry.loop_policy.max_elapsed().map(|_| new_state());
         let mut earlier: Vec<ToolAttempt> = Vec::new();
+        let mut history = History::default();
 
         loop {
             if !inner.allows(caller, index) {
@@ -217,6 +225,13 @@ impl Toolbox {
                 AttemptEnd::Returned => scope.take_last_give_up(),
                 _ => None,
             };
+            // Every attempt the runners made in this run, before its own failure.
+            let mut inner = (once_run.as_deref())
+                .map(OnceRun::take_kept_attempts)
+                .unwrap_or_default();
+            inner.extend(scope.take_attempts());
+            let text = error.to_string();
+            let mut runner_failure = None;
             let mut failure = match (
                 &end,
                 runner_outcome.as_ref().and_then(|o| o.history().last()),
@@ -234,7 +249,10 @@ impl Toolbox {
                     error,
                     AttemptFailure::new(Verdict::Permanent, None, Phase::Body),
                 ),
-                (AttemptEnd::Returned, Some(judged)) => TxFailure::judged_as(error, *judged),
+                (AttemptEnd::Returned, Some(judged)) => {
+                    runner_failure = Some(*judged);
+                    TxFailure::judged_as(error, *judged)
+                }
                 (AttemptEnd::Returned, None) => TxFailure::in_body(&handler_policy, no_code, error),
             };
             let committed = scope.successes() != successes;
@@ -245,8 +263,18 @@ impl Toolbox {
                 failure = failure.stops(StopReason::NotRestartable);
             }
 
+            // The run's failure is listed after the runners' attempts; one a runner gave up
+            // with is the run's failure itself, listed once.
+            let inner = before_run_failure(inner, runner_failure);
+            history.push_run(
+                earlier.len(),
+                inner.clone(),
+                RecordedAttempt::new(judged, text),
+            );
+
             // (The handler's policy classifies like the loop's: only the hooks differ.)
             let state = state.get_or_insert_with(new_state);
+            state.inner_attempts(inner);
             match state.after_failure(&failure) {
                 Decision::RetryAfter(delay) => {
                     earlier.push(ToolAttempt {
@@ -268,7 +296,7 @@ impl Toolbox {
                         runner_outcome,
                     });
                     let retries = budget.saturating_sub(scope.retries_left());
-                    let mut failure = ToolFailure::new(tool, earlier, outcome, retries);
+                    let mut failure = ToolFailure::new(tool, earlier, history, outcome, retries);
                     failure.once = entry.once.is_some();
                     return Err(InvokeError::Failed(failure));
                 }

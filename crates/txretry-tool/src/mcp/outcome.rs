@@ -88,9 +88,8 @@ pub fn outcome_result(
         }
         Err(error) => {
             let failure = error.failure();
-            // Every attempt under the call's one budget, the runners' included (what the
-            // error's "after N attempts" counts too).
-            let attempts = failure.map_or(0, |failure| failure.retries() + 1);
+            // Every attempt across layers (the runners' included), as the message counts.
+            let attempts = failure.map_or(0, |failure| failure.outcome().attempts());
             let mut outcome = json!({
                 "status": status(&error),
                 "call_id": call_id,

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use txretry_core::Scope;
+use txretry_core::{RecordedAttempt, Scope};
 
 use super::{Once, OnceRefused};
 
@@ -26,6 +26,9 @@ pub(crate) struct OnceRun {
     /// (recorded now, or replayed).
     ended: AtomicU8,
     refused: Mutex<Option<OnceRefused>>,
+    /// Attempts recorded in the scope before a claim that found no table, taken out of the
+    /// scope with it: the invocation lists them with the run's others.
+    kept_attempts: Mutex<Vec<RecordedAttempt>>,
 }
 
 impl OnceRun {
@@ -38,6 +41,7 @@ impl OnceRun {
             began: AtomicBool::new(false),
             ended: AtomicU8::new(NOTHING),
             refused: Mutex::new(None),
+            kept_attempts: Mutex::new(Vec::new()),
         }
     }
 
@@ -81,6 +85,37 @@ impl OnceRun {
     pub(crate) fn ended(&self, business: bool) {
         self.ended
             .store(if business { BUSINESS } else { OUTPUT }, Ordering::Release);
+    }
+
+    /// Forgets the scope's last recorded attempt, the claim that found no table (its runner
+    /// stopped on it at once: a permanent failure): the once layer's own business, not an
+    /// attempt of the call. The attempts recorded before it stay the run's.
+    #[cfg_attr(
+        not(any(
+            feature = "sqlx-postgres",
+            feature = "sqlx-mysql",
+            feature = "sqlx-sqlite"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn forget_missing_table_claim(&self) {
+        let mut attempts = self.scope.take_attempts();
+        attempts.pop();
+        self.kept_attempts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .append(&mut attempts);
+    }
+
+    /// The attempts [`forget_missing_table_claim`](OnceRun::forget_missing_table_claim)
+    /// kept, taken.
+    pub(crate) fn take_kept_attempts(&self) -> Vec<RecordedAttempt> {
+        std::mem::take(
+            &mut *self
+                .kept_attempts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     fn refuse(&self, refused: OnceRefused) {

@@ -65,10 +65,15 @@ impl ToolboxBuilder {
     /// be retried because something had committed or the tool is not restart-safe). It
     /// replaces any `on_give_up` hook of the tools' policies.
     ///
-    /// The event's `outcome` is the invocation's: one history entry per run of the
-    /// handler. A runner that gave up inside the handler does not fire it (its policy,
-    /// [`ToolContext::policy`](crate::ToolContext::policy), has a no-op give-up hook); its
-    /// transaction-level outcome is in the failure's
+    /// The event lists every attempt made under the call's budget, first to last: the
+    /// transaction attempts of the runners the handler called with
+    /// [`ToolContext::policy`](crate::ToolContext::policy), and each run of the handler
+    /// that failed outside a runner. Its `outcome` has their verdicts, codes and phases
+    /// (`outcome.attempts()` is their number, the one the failure's message gives), its
+    /// `attempts` the same entries with each error's text, its `error` the last run's error.
+    /// The same list is the failure's [`ToolFailure::history`](crate::ToolFailure::history).
+    /// A runner that gave up inside the handler does not fire it (its policy has a no-op
+    /// give-up hook); its own outcome is in the failure's
     /// [`ToolAttempt::runner_outcome`](crate::ToolAttempt::runner_outcome).
     ///
     /// # Default

@@ -128,6 +128,24 @@ async fn p2_handler_and_runner_retries_share_one_budget() {
         f.attempts()[1].runner_outcome().map(|o| o.attempts()),
         Some(3)
     );
+    // Every attempt of the work, flattened: run 1's, then run 2's runner's three, each
+    // with its error's text; the event lists the same four.
+    let history: Vec<_> = f.history().collect();
+    assert_eq!(
+        history.iter().map(|a| a.run()).collect::<Vec<_>>(),
+        [1, 2, 2, 2]
+    );
+    assert!(
+        history
+            .iter()
+            .all(|a| a.code() == BUSY && !a.message().is_empty())
+    );
+    assert_eq!(f.outcome().attempts(), 4);
+    assert!(f.to_string().contains("after 4 attempts"), "{f}");
+    let give_ups = events.give_ups();
+    assert_eq!(give_ups.len(), 1);
+    assert_eq!(give_ups[0].attempts, 4);
+    assert_eq!(give_ups[0].listed.len(), 4);
     assert_eq!(
         events
             .retries()

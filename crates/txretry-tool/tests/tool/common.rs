@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
-use txretry_core::{Backoff, Code, RetryPolicy, StopReason, Verdict};
+use txretry_core::{Backoff, Code, Phase, RetryPolicy, StopReason, Verdict};
 use txretry_tool::{Caller, InvokeError, ToolFailure, ToolboxBuilder};
 
 /// A database file in its own temp directory, in WAL mode. One connection stays open for
@@ -144,6 +144,12 @@ pub struct Retry {
 #[derive(Clone, Debug, PartialEq)]
 pub struct GiveUp {
     pub attempts: u32,
+    /// Every attempt the event lists: verdict, phase, code, the error's text.
+    pub listed: Vec<(Verdict, Phase, Option<Code>, String)>,
+    /// Whether `outcome.history()` has the listed attempts' verdicts, codes and phases.
+    pub outcome_matches: bool,
+    /// The last error's text.
+    pub error: String,
     pub verdict: Verdict,
     pub reason: StopReason,
     pub tool: Option<String>,
@@ -174,8 +180,17 @@ impl Events {
                 });
             })
             .on_give_up(move |e| {
+                let failures = e.attempts.iter().map(|a| a.failure);
                 give_ups.lock().unwrap().push(GiveUp {
                     attempts: e.outcome.attempts(),
+                    listed: (e.attempts.iter())
+                        .map(|a| {
+                            let f = a.failure;
+                            (f.verdict, f.phase, f.code, a.error.clone())
+                        })
+                        .collect(),
+                    outcome_matches: failures.eq(e.outcome.history().iter().copied()),
+                    error: e.error.to_string(),
                     verdict: e.outcome.verdict(),
                     reason: e.outcome.stop_reason(),
                     tool: e.tool.map(str::to_owned),

@@ -70,5 +70,21 @@ async fn p7_hooks_get_handler_and_runner_retries_with_labels_and_one_give_up() {
     assert_eq!(give_ups[0].call_id.as_deref(), Some("call-42"));
     assert_eq!(give_ups[0].reason, StopReason::AttemptsExhausted);
     assert_eq!(give_ups[0].verdict, Verdict::Transient(TransientKind::Busy));
+    // Every attempt under the call's budget: run 1's own write, then run 2's runner's two.
+    assert_eq!(give_ups[0].attempts, 3);
+    assert!(give_ups[0].outcome_matches, "{give_ups:?}");
+    let busy = (Verdict::Transient(TransientKind::Busy), BUSY);
+    assert_eq!(
+        (give_ups[0].listed.iter())
+            .map(|(verdict, _, code, _)| (*verdict, *code))
+            .collect::<Vec<_>>(),
+        [busy; 3]
+    );
+    assert_eq!(
+        f.history().map(|a| a.run()).collect::<Vec<_>>(),
+        [1, 2, 2],
+        "the failure lists the same attempts, by run"
+    );
+    assert!(f.to_string().contains("after 3 attempts"), "{f}");
     holder.release();
 }

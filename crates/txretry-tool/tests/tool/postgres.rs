@@ -6,8 +6,8 @@ use serde_json::json;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use tokio::sync::{mpsc, oneshot};
-use txretry_core::{Code, SqlState, TransientKind, Verdict};
-use txretry_tool::{BoxError, FailureKind, Tool, ToolContext, Toolbox};
+use txretry_core::{Code, Phase, SqlState, StopReason, TransientKind, Verdict};
+use txretry_tool::{BoxError, FailureKind, Tool, ToolContext, ToolFailure, Toolbox};
 
 use crate::common::{Counter, Events, NoArgs, anyone, failure, fast, within};
 
@@ -94,11 +94,21 @@ async fn values(pool: &PgPool, t: &str) -> Vec<i32> {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn p2_postgres_deadlock_every_time_runs_the_transaction_exactly_max_attempts_times() {
-    let Some((url, pool)) = setup("tool p2 postgres deadlock").await else {
-        return;
-    };
+/// A call of `swap` under a budget of 3, whose handler runs one sqlx transaction (under
+/// `ctx.policy()`) that deadlocks for real every attempt; the table is dropped after.
+struct Deadlocked {
+    failure: ToolFailure,
+    events: Events,
+    /// The partner's rounds: one per real deadlock.
+    rounds: u32,
+    runs: u32,
+    tx_attempts: u32,
+    /// The rows' values after the call.
+    values: Vec<i32>,
+}
+
+async fn deadlock_every_attempt(test: &str, call_id: &str) -> Option<Deadlocked> {
+    let (url, pool) = setup(test).await?;
     let t = txretry_testkit::unique_name("tool_deadlock");
     exec(&pool, format!("CREATE TABLE {t} (id int PRIMARY KEY, v int NOT NULL); INSERT INTO {t} VALUES (1, 0), (2, 0)")).await;
     let (go, rounds, partner_task) = partner(&url, &t);
@@ -137,31 +147,119 @@ async fn p2_postgres_deadlock_every_time_runs_the_transaction_exactly_max_attemp
         .build()
         .unwrap();
 
-    let f = failure(within(toolbox.invoke(&anyone(), "swap", json!({}), "pg-1")).await);
+    let failure = failure(within(toolbox.invoke(&anyone(), "swap", json!({}), call_id)).await);
+
+    let values = values(&pool, &t).await;
+    drop((go, toolbox));
+    partner_task.await.unwrap();
+    exec(&pool, format!("DROP TABLE {t}")).await;
+    Some(Deadlocked {
+        failure,
+        events,
+        rounds: rounds.get(),
+        runs: runs.get(),
+        tx_attempts: tx_attempts.get(),
+        values,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2_postgres_deadlock_every_time_runs_the_transaction_exactly_max_attempts_times() {
+    let Some(call) = deadlock_every_attempt("tool p2 postgres deadlock", "pg-1").await else {
+        return;
+    };
+    let f = &call.failure;
 
     assert_eq!(
-        tx_attempts.get(),
-        3,
+        call.tx_attempts, 3,
         "3 transaction attempts in all, never 9"
     );
-    assert_eq!(rounds.get(), 3, "each attempt really deadlocked");
-    assert_eq!(runs.get(), 1);
+    assert_eq!(call.rounds, 3, "each attempt really deadlocked");
+    assert_eq!(call.runs, 1);
     assert_eq!(f.kind(), FailureKind::RetriesExhausted);
     assert_eq!(
         f.attempts()[0].verdict(),
         Verdict::Transient(TransientKind::Deadlock)
     );
     assert_eq!(f.attempts()[0].code(), sqlstate("40P01"));
-    let codes: Vec<_> = events
-        .retries()
-        .iter()
+    let codes: Vec<_> = (call.events.retries().iter())
         .map(|r| (r.attempt, r.code))
         .collect();
     assert_eq!(codes, [(1, sqlstate("40P01")), (2, sqlstate("40P01"))]);
-    assert_eq!(values(&pool, &t).await, [0, 0], "every attempt rolled back");
-    drop((go, toolbox));
-    partner_task.await.unwrap();
-    exec(&pool, format!("DROP TABLE {t}")).await;
+    assert_eq!(call.values, [0, 0], "every attempt rolled back");
+}
+
+/// Issue 22, item 4: the runner's three real deadlocks are every attempt of the call. The
+/// give-up event and the failure list all three (verdict, phase, code, error), not the one
+/// run of the handler, and their number is the message's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_give_up_lists_every_runner_attempt_with_its_verdict_phase_and_error() {
+    let test = "tool give-up lists runner attempts";
+    let Some(call) = deadlock_every_attempt(test, "pg-giveup").await else {
+        return;
+    };
+    let f = &call.failure;
+
+    assert_eq!(call.rounds, 3, "each attempt really deadlocked");
+    let deadlock = Verdict::Transient(TransientKind::Deadlock);
+    assert_eq!(f.kind(), FailureKind::RetriesExhausted);
+    assert_eq!(f.attempts().len(), 1, "one run of the handler");
+    assert_eq!(
+        f.to_string(),
+        "swap: still failing after 3 attempts (deadlock); nothing was committed, try again later"
+    );
+
+    // The failure: every transaction attempt, in order, with its verdict, phase and error.
+    let history: Vec<_> = f.history().collect();
+    assert_eq!(history.len(), 3, "{history:?}");
+    for (i, attempt) in history.iter().enumerate() {
+        assert_eq!(attempt.verdict(), deadlock, "attempt {}", i + 1);
+        assert_eq!(attempt.kind(), Some(TransientKind::Deadlock));
+        assert_eq!(
+            attempt.phase(),
+            Phase::Body,
+            "the victim's UPDATE, before COMMIT"
+        );
+        assert_eq!(attempt.code(), sqlstate("40P01"));
+        assert_eq!(attempt.run(), 1);
+        assert!(
+            attempt.message().contains("deadlock detected"),
+            "{}",
+            attempt.message()
+        );
+    }
+    // The runner dropped its earlier attempts' errors (their text is kept); the last one is
+    // the error the handler returned.
+    assert!(history[0].error().is_none() && history[1].error().is_none());
+    let last = history[2].error().expect("the run's error");
+    assert_eq!(last.to_string(), f.last_error().to_string());
+    assert!(
+        last.downcast_ref::<txretry_core::TxError<sqlx::Error>>()
+            .is_some(),
+        "the runner's TxError, as the handler returned it: {last:?}"
+    );
+    assert_eq!(f.outcome().attempts(), 3);
+    assert_eq!(
+        f.outcome().history().to_vec(),
+        history.iter().map(|a| a.failure()).collect::<Vec<_>>()
+    );
+
+    // The give-up event: the same three, with their errors; its count is theirs.
+    let give_ups = call.events.give_ups();
+    assert_eq!(give_ups.len(), 1, "{give_ups:?}");
+    let give_up = &give_ups[0];
+    assert_eq!(give_up.attempts, 3);
+    assert!(give_up.outcome_matches, "{give_up:?}");
+    assert_eq!(give_up.reason, StopReason::AttemptsExhausted);
+    assert_eq!(give_up.listed.len(), 3);
+    for (listed, attempt) in give_up.listed.iter().zip(&history) {
+        assert_eq!(
+            (listed.0, listed.1, listed.2, listed.3.as_str()),
+            (deadlock, Phase::Body, sqlstate("40P01"), attempt.message())
+        );
+    }
+    assert_eq!(give_up.error, f.last_error().to_string());
+    assert_eq!(call.values, [0, 0], "every attempt rolled back");
 }
 
 /// The handler's own transaction (no runner) is the victim once; the invocation runs the

@@ -227,7 +227,7 @@ impl ToolContext {
                 policy: policy.clone(),
                 missing_table: AtomicBool::new(false),
             });
-            let done = run_transaction(&pool, &policy, &options, &job, &run.once, f).await?;
+            let done = run_transaction(&pool, &policy, &options, &job, &run, f).await?;
             match done {
                 Done::Output(value) => {
                     run.ended(false);

@@ -10,8 +10,8 @@ use sqlx::{Pool, Transaction};
 use txretry_core::{AsError, RetryPolicy, TxOptions, Verdict};
 
 use super::{OnceBackend, OnceError};
-use crate::once::Statements;
-use crate::{BusinessError, Once};
+use crate::BusinessError;
+use crate::once::{OnceRun, Statements};
 
 /// The savepoint the handler's work runs under, so that a business error can undo that
 /// work and still commit its record.
@@ -42,7 +42,7 @@ pub(super) async fn run_transaction<DB, T, E, V, F>(
     policy: &RetryPolicy,
     options: &TxOptions,
     job: &Arc<Job>,
-    once: &Once,
+    run: &OnceRun,
     f: F,
 ) -> Result<Done<T>, OnceError<E>>
 where
@@ -77,7 +77,9 @@ where
                 // The failed claim is this layer's business, not the invocation's.
                 if let Some(scope) = policy.scope() {
                     drop(scope.take_last_give_up());
+                    run.forget_missing_table_claim();
                 }
+                let once = &run.once;
                 DB::migrate(pool, &once.statements(DB::DIALECT).ddl, once.table_name())
                     .await
                     .map_err(OnceError::Table)?;
