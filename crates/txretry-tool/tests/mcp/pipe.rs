@@ -1,35 +1,61 @@
-//! rmcp's client starts the server binary as a child process (stdio), as an MCP host does.
+//! What an MCP host sees over stdio: one session per client, its caller fixed at start-up
+//! ([`ToolboxServer::for_caller`]), served over an in-memory pipe to rmcp's client.
 
 use serde_json::json;
+use txretry_tool::mcp::{RetryRelay, ToolboxServer};
+use txretry_tool::{Caller, Toolbox};
 
 use crate::common::{
-    Db, INVALID_PARAMS, Recorder, assert_each_cancelled_once, assert_retried, call,
-    cancel_concurrently, protocol_error, stdio, text, tool_names, within,
+    Client, INVALID_PARAMS, Recorder, Shop, assert_each_cancelled_once, assert_refused_alike,
+    assert_retried, call, cancel_concurrently, connect, policy, protocol_error, text, tool_names,
+    within,
 };
 
-crate::on_each_database!(
-    two_callers_are_offered_different_tools_with_their_annotations,
-    concurrent_cancels_cancel_each_order_once_and_keep_the_ledger_balanced,
-    a_tool_not_offered_gets_the_same_protocol_error_as_a_tool_that_does_not_exist,
-    invalid_arguments_are_a_protocol_error_and_the_handler_never_runs,
-    retries_reach_the_client_as_log_messages_and_progress,
-);
+/// A session of the shop's toolbox (up to `max_attempts` per call, retries relayed to the
+/// client) for `caller`.
+async fn session(
+    shop: &Shop,
+    caller: Option<Caller>,
+    max_attempts: u32,
+    recorder: Recorder,
+) -> Client {
+    let relay = RetryRelay::new();
+    let toolbox = shop.toolbox(
+        Toolbox::builder()
+            .policy(policy(max_attempts))
+            .on_retry(relay.hook()),
+    );
+    connect(
+        ToolboxServer::for_caller(toolbox, caller).with_relay(relay),
+        recorder,
+    )
+    .await
+}
 
-async fn two_callers_are_offered_different_tools_with_their_annotations(db: Db) {
-    let support = stdio(&db, &["--role", "support"], Recorder::default()).await;
-    let viewer = stdio(
-        &db,
-        &["--role", "teller", "--persona", "viewer"],
+/// A session of a caller with the role `support`.
+async fn as_support(shop: &Shop, max_attempts: u32, recorder: Recorder) -> Client {
+    session(shop, Some(Caller::new(["support"])), max_attempts, recorder).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_callers_are_offered_different_tools_with_their_annotations() {
+    let shop = Shop::new().await;
+    let support = as_support(&shop, 10, Recorder::default()).await;
+    let viewer = session(
+        &shop,
+        Some(Caller::new(["teller"]).persona("viewer")),
+        10,
         Recorder::default(),
     )
     .await;
-    let teller = stdio(
-        &db,
-        &["--role", "teller,support", "--persona", "agent"],
+    let teller = session(
+        &shop,
+        Some(Caller::new(["teller", "support"]).persona("agent")),
+        10,
         Recorder::default(),
     )
     .await;
-    let nobody = stdio(&db, &[], Recorder::default()).await;
+    let nobody = session(&shop, None, 10, Recorder::default()).await;
 
     assert_eq!(tool_names(&support).await, ["get_order", "cancel_order"]);
     assert_eq!(tool_names(&viewer).await, ["get_order"]);
@@ -54,35 +80,31 @@ async fn two_callers_are_offered_different_tools_with_their_annotations(db: Db) 
         get_order.input_schema["properties"]["order_id"]["description"],
         "The order's id."
     );
+    // idempotentHint of a tool that does not declare itself idempotent is not pinned here:
+    // it is sent as `false` today, which txretry-mcp's tests report as a bug (it should be
+    // absent; see its ignored `idempotent_hint_is_absent_unless_declared`).
     let cancel = tools[1].annotations.as_ref().unwrap();
     assert_eq!(
-        (
-            cancel.read_only_hint,
-            cancel.idempotent_hint,
-            cancel.destructive_hint
-        ),
-        (Some(false), Some(false), None)
+        (cancel.read_only_hint, cancel.destructive_hint),
+        (Some(false), None)
     );
 
     for client in [support, viewer, teller, nobody] {
         client.cancel().await.unwrap();
     }
+    shop.close().await;
 }
 
-/// 16 calls on 4 open orders at once, while another writer holds locks until the server's
-/// transactions collide with it (SQLITE_BUSY, Postgres' serialization failures, MariaDB's
-/// deadlocks, see `Db::hold`): every call returns, each order is cancelled exactly once,
-/// the ledger balances, retries were reported, and each handler ran once (the failed
+/// 16 calls on 4 open orders at once, while another connection holds SQLite's write lock
+/// until the client hears of a retry: every call returns, each order is cancelled exactly
+/// once, the ledger balances, retries were reported, and each handler ran once (the failed
 /// transactions were retried in place by txretry).
-async fn concurrent_cancels_cancel_each_order_once_and_keep_the_ledger_balanced(db: Db) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_cancels_cancel_each_order_once_and_keep_the_ledger_balanced() {
+    let shop = Shop::new().await;
     let recorder = Recorder::default();
-    let client = stdio(
-        &db,
-        &["--role", "support", "--max-attempts", "50"],
-        recorder.clone(),
-    )
-    .await;
-    let holder = db.hold().await;
+    let client = as_support(&shop, 50, recorder.clone()).await;
+    let holder = shop.hold().await;
 
     let calls = {
         let client = &client;
@@ -90,15 +112,20 @@ async fn concurrent_cancels_cancel_each_order_once_and_keep_the_ledger_balanced(
     };
     let (cancels, ()) = tokio::join!(calls, holder.release_when_contended(&recorder));
 
-    assert_retried(&db, &recorder, "cancel_order").await;
-    // The server exits when the client closes stdin; the database is read after it did.
+    assert_retried(&recorder, "cancel_order").await;
     client.cancel().await.unwrap();
-    assert_each_cancelled_once(&db, &cancels, 16).await;
+    assert_each_cancelled_once(&shop, &cancels, 16).await;
+    shop.close().await;
 }
 
-async fn a_tool_not_offered_gets_the_same_protocol_error_as_a_tool_that_does_not_exist(db: Db) {
-    let support = stdio(&db, &["--role", "support"], Recorder::default()).await;
-    let nobody = stdio(&db, &[], Recorder::default()).await;
+/// A tool not offered, a tool that does not exist and any tool asked for by a caller that
+/// cannot be resolved: the same protocol error (`-32602`), so a caller cannot probe what
+/// exists; the handler never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_not_offered_gets_the_same_protocol_error_as_a_tool_that_does_not_exist() {
+    let shop = Shop::new().await;
+    let support = as_support(&shop, 10, Recorder::default()).await;
+    let nobody = session(&shop, None, 10, Recorder::default()).await;
 
     let not_offered = protocol_error(
         &support,
@@ -116,41 +143,25 @@ async fn a_tool_not_offered_gets_the_same_protocol_error_as_a_tool_that_does_not
         protocol_error(&nobody, "transfer", json!({"from": 1, "to": 2, "cents": 5})).await;
 
     assert_eq!(not_offered.code, INVALID_PARAMS);
+    assert_eq!(not_offered.code.0, -32602);
     assert_eq!(not_offered.message, "tool \"transfer\" is not available");
-    assert_eq!(
-        (
-            unknown.code,
-            unknown.message.replace("tarnsfer", "transfer"),
-            unknown.data
-        ),
-        (
-            not_offered.code,
-            not_offered.message.to_string(),
-            not_offered.data.clone()
-        )
-    );
-    assert_eq!(
-        (
-            unresolved.code,
-            unresolved.message.to_string(),
-            unresolved.data
-        ),
-        (
-            not_offered.code,
-            not_offered.message.to_string(),
-            not_offered.data
-        )
-    );
+    assert_refused_alike(&unknown, "tarnsfer", &not_offered, "transfer");
+    assert_refused_alike(&unresolved, "transfer", &not_offered, "transfer");
 
     support.cancel().await.unwrap();
     nobody.cancel().await.unwrap();
-    let state = db.state().await;
-    assert_eq!(state.transfer_runs, 0, "the handler never ran: {state:?}");
-    assert_eq!(state.ledger_rows, 0);
+    assert_eq!(shop.runs("transfer"), 0, "the handler never ran");
+    let state = shop.state().await;
+    assert_eq!(state.ledger_rows, 0, "{state:?}");
+    shop.close().await;
 }
 
-async fn invalid_arguments_are_a_protocol_error_and_the_handler_never_runs(db: Db) {
-    let client = stdio(&db, &["--role", "support"], Recorder::default()).await;
+/// Invalid arguments are a protocol error naming the field, and the handler never runs; a
+/// business error is a result the model reads (`isError`), not a protocol error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_arguments_are_a_protocol_error_and_the_handler_never_runs() {
+    let shop = Shop::new().await;
+    let client = as_support(&shop, 10, Recorder::default()).await;
 
     for (arguments, says) in [
         (
@@ -174,7 +185,7 @@ async fn invalid_arguments_are_a_protocol_error_and_the_handler_never_runs(db: D
             error.message
         );
     }
-    assert_eq!(db.state().await.cancel_runs, 0, "the handler never ran");
+    assert_eq!(shop.runs("cancel_order"), 0, "the handler never ran");
 
     // The counter does count: a valid call runs the handler, and its business error is a
     // result the model reads (isError), not a protocol error.
@@ -183,7 +194,7 @@ async fn invalid_arguments_are_a_protocol_error_and_the_handler_never_runs(db: D
         .unwrap();
     assert_eq!(result.is_error, Some(true));
     assert_eq!(text(&result), "cancel_order: order 999 not found");
-    assert_eq!(db.state().await.cancel_runs, 1);
+    assert_eq!(shop.runs("cancel_order"), 1);
 
     let order = call(&client, "get_order", json!({"order_id": 3}))
         .await
@@ -194,19 +205,17 @@ async fn invalid_arguments_are_a_protocol_error_and_the_handler_never_runs(db: D
         Some(json!({"id": 3, "account": 3, "status": "shipped", "cents": 1200}))
     );
     client.cancel().await.unwrap();
+    shop.close().await;
 }
 
 /// A retry reaches the client while the call runs: a `notifications/message` at level
 /// warning from the `txretry` logger, and a progress notification on the request's token.
-async fn retries_reach_the_client_as_log_messages_and_progress(db: Db) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_reach_the_client_as_log_messages_and_progress() {
+    let shop = Shop::new().await;
     let recorder = Recorder::default();
-    let client = stdio(
-        &db,
-        &["--role", "support", "--max-attempts", "50"],
-        recorder.clone(),
-    )
-    .await;
-    let holder = db.hold().await;
+    let client = as_support(&shop, 50, recorder.clone()).await;
+    let holder = shop.hold().await;
 
     let cancel = call(&client, "cancel_order", json!({"order_id": 2}));
     let (result, ()) = tokio::join!(cancel, holder.release_when_contended(&recorder));
@@ -220,7 +229,6 @@ async fn retries_reach_the_client_as_log_messages_and_progress(db: Db) {
             !r.logs().is_empty() && r.logs().len() == r.progress().len()
         })
         .await;
-    let expected = db.expected_retries();
     let logs = recorder.logs();
     let call_id = logs[0].data["call_id"].as_str().unwrap().to_owned();
     assert!(call_id.starts_with("mcp-"), "{call_id}");
@@ -230,25 +238,23 @@ async fn retries_reach_the_client_as_log_messages_and_progress(db: Db) {
             "warning",
             "{log:?}"
         );
+        assert_eq!(log.logger.as_deref(), Some(txretry_tool::mcp::LOGGER));
         assert_eq!(log.logger.as_deref(), Some("txretry"));
         assert_eq!(log.data["event"], "retry");
         assert_eq!(log.data["tool"], "cancel_order");
         assert_eq!(log.data["call_id"], call_id.as_str(), "one call, one id");
-        assert!(
-            expected.kinds.contains(&log.data["kind"].as_str().unwrap()),
-            "{log:?}"
-        );
+        assert_eq!(log.data["kind"], "busy", "{log:?}");
         assert_eq!(log.data["max_attempts"], 50);
         assert!(log.data["attempt"].as_u64().unwrap() >= 1, "{log:?}");
         assert!(
             log.data["code"]
                 .as_str()
                 .unwrap()
-                .starts_with(expected.code),
+                .starts_with("SQLite code "),
             "{log:?}"
         );
         assert!(
-            !log.data.to_string().contains(expected.driver_text),
+            !log.data.to_string().contains("locked"),
             "the driver's error text stays in the server: {log:?}"
         );
     }
@@ -274,14 +280,8 @@ async fn retries_reach_the_client_as_log_messages_and_progress(db: Db) {
     assert_eq!(steps, expected, "the progress increases with every retry");
 
     // The ledger has the refund once, with the call id the retries were reported under.
-    let ids = db
-        .connect()
-        .await
-        .strings(format!(
-            "SELECT DISTINCT call_id FROM {}",
-            db.table("ledger")
-        ))
-        .await;
-    assert_eq!(ids, [call_id]);
+    assert_eq!(shop.state().await.call_ids, [call_id]);
+    assert_eq!(shop.runs("cancel_order"), 1, "retried in place");
     client.cancel().await.unwrap();
+    shop.close().await;
 }

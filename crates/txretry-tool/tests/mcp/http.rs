@@ -1,20 +1,35 @@
-//! The same over streamable HTTP: the server binary on 127.0.0.1 (a port it picks), rmcp's
-//! HTTP client, and the caller of every request named by its `x-txretry-*` headers.
+//! Streamable HTTP: [`ToolboxServer::from_headers`] behind rmcp's HTTP service on 127.0.0.1,
+//! rmcp's HTTP client, and the caller of every request named by its `x-txretry-*` headers.
 
 use serde_json::json;
+use txretry_tool::Toolbox;
+use txretry_tool::mcp::{AGENT_HEADER, PERSONA_HEADER, ROLES_HEADER, RetryRelay, ToolboxServer};
 
 use crate::common::{
-    Db, HttpServer, INVALID_PARAMS, Recorder, assert_each_cancelled_once, assert_retried, call,
-    cancel_concurrently, protocol_error, text, tool_names,
+    HttpServer, INVALID_PARAMS, Recorder, Shop, assert_each_cancelled_once, assert_refused_alike,
+    assert_retried, call, cancel_concurrently, policy, protocol_error, text, tool_names,
 };
 
-crate::on_each_database!(
-    callers_from_headers_are_offered_different_tools_and_refused_alike,
-    concurrent_cancels_over_http_cancel_each_order_once_with_progress,
-);
+/// The shop's toolbox (up to `max_attempts` per call, retries relayed) served from the
+/// headers.
+async fn serve(shop: &Shop, max_attempts: u32) -> HttpServer {
+    let relay = RetryRelay::new();
+    let toolbox = shop.toolbox(
+        Toolbox::builder()
+            .policy(policy(max_attempts))
+            .on_retry(relay.hook()),
+    );
+    HttpServer::start(ToolboxServer::from_headers(toolbox).with_relay(relay)).await
+}
 
-async fn callers_from_headers_are_offered_different_tools_and_refused_alike(db: Db) {
-    let server = HttpServer::start(&db, &[]).await;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_from_headers_are_offered_different_tools_and_refused_alike() {
+    assert_eq!(
+        (ROLES_HEADER, PERSONA_HEADER, AGENT_HEADER),
+        ("x-txretry-roles", "x-txretry-persona", "x-txretry-agent")
+    );
+    let shop = Shop::new().await;
+    let server = serve(&shop, 10).await;
     let support = server
         .client(&[("x-txretry-roles", "support")], Recorder::default())
         .await;
@@ -57,25 +72,8 @@ async fn callers_from_headers_are_offered_different_tools_and_refused_alike(db: 
         not_offered.message,
         "tool \"cancel_order\" is not available"
     );
-    assert_eq!(
-        (
-            unknown.code,
-            unknown.message.replace("cancel_orders", "cancel_order"),
-            unknown.data
-        ),
-        (
-            not_offered.code,
-            not_offered.message.to_string(),
-            not_offered.data.clone()
-        )
-    );
-    assert_eq!(
-        (
-            unresolved.code,
-            unresolved.message.replace("get_order", "cancel_order")
-        ),
-        (not_offered.code, not_offered.message.to_string())
-    );
+    assert_refused_alike(&unknown, "cancel_orders", &not_offered, "cancel_order");
+    assert_refused_alike(&unresolved, "get_order", &not_offered, "cancel_order");
 
     let invalid = protocol_error(&support, "cancel_order", json!({"order_id": "one"})).await;
     assert_eq!(invalid.code, INVALID_PARAMS);
@@ -83,7 +81,7 @@ async fn callers_from_headers_are_offered_different_tools_and_refused_alike(db: 
         invalid.message.contains("order_id: invalid type"),
         "{invalid:?}"
     );
-    assert_eq!(db.state().await.cancel_runs, 0, "the handler never ran");
+    assert_eq!(shop.runs("cancel_order"), 0, "the handler never ran");
 
     let business = call(&support, "cancel_order", json!({"order_id": 3}))
         .await
@@ -94,20 +92,23 @@ async fn callers_from_headers_are_offered_different_tools_and_refused_alike(db: 
         .await
         .unwrap();
     assert_eq!(order.structured_content.unwrap()["status"], "shipped");
-    assert_eq!(db.state().await.cancel_runs, 1);
+    assert_eq!(shop.runs("cancel_order"), 1);
 
     for client in [support, viewer, unknown_agent, anonymous] {
         client.cancel().await.unwrap();
     }
+    shop.close().await;
 }
 
-async fn concurrent_cancels_over_http_cancel_each_order_once_with_progress(db: Db) {
-    let server = HttpServer::start(&db, &["--max-attempts", "50"]).await;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_cancels_over_http_cancel_each_order_once_with_progress() {
+    let shop = Shop::new().await;
+    let server = serve(&shop, 50).await;
     let recorder = Recorder::default();
     let client = server
         .client(&[("x-txretry-roles", "support")], recorder.clone())
         .await;
-    let holder = db.hold().await;
+    let holder = shop.hold().await;
 
     let calls = {
         let client = &client;
@@ -115,8 +116,8 @@ async fn concurrent_cancels_over_http_cancel_each_order_once_with_progress(db: D
     };
     let (cancels, ()) = tokio::join!(calls, holder.release_when_contended(&recorder));
 
-    assert_each_cancelled_once(&db, &cancels, 16).await;
-    assert_retried(&db, &recorder, "cancel_order").await;
+    assert_each_cancelled_once(&shop, &cancels, 16).await;
+    assert_retried(&recorder, "cancel_order").await;
     // Progress rides each call's own response stream, log messages the session's.
     recorder
         .wait_until("progress", |r| !r.progress().is_empty())
@@ -131,4 +132,5 @@ async fn concurrent_cancels_over_http_cancel_each_order_once_with_progress(db: D
         "{progress:?}"
     );
     client.cancel().await.unwrap();
+    shop.close().await;
 }

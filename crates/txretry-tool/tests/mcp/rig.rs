@@ -2,18 +2,16 @@
 //! agent's tool loop calls them (no model involved).
 
 use rig_agent::tool::{ToolContext, ToolErrorKind, ToolSet};
-use txretry_mcp_orders::orders::{Orders, policy};
 use txretry_tool::{BoxError, Caller, InvokeError, Tool, Toolbox};
+
+use crate::common::{Shop, policy};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct NoArgs {}
 
-use crate::common::Db;
-
-async fn tool_set(orders: &Orders, max_attempts: u32) -> ToolSet {
-    let toolbox = orders
-        .toolbox(Toolbox::builder().policy(policy(max_attempts).unwrap()))
-        .unwrap();
+/// The tools the shop's toolbox offers a `support` caller.
+fn tool_set(shop: &Shop, max_attempts: u32) -> ToolSet {
+    let toolbox = shop.toolbox(Toolbox::builder().policy(policy(max_attempts)));
     ToolSet::from_dynamic_tools(txretry_tool::rig::tools(
         &toolbox,
         &Caller::new(["support"]),
@@ -22,9 +20,8 @@ async fn tool_set(orders: &Orders, max_attempts: u32) -> ToolSet {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_set_calls_offered_tools_and_maps_their_errors_as_not_retryable() {
-    let db = Db::sqlite();
-    let orders = db.open().await;
-    let tools = tool_set(&orders, 10).await;
+    let shop = Shop::new().await;
+    let tools = tool_set(&shop, 10);
     let names: Vec<String> = tools
         .tool_definitions()
         .into_iter()
@@ -73,7 +70,7 @@ async fn a_tool_set_calls_offered_tools_and_maps_their_errors_as_not_retryable()
     let invalid = invalid.error().expect("an error");
     assert_eq!(invalid.kind(), ToolErrorKind::InvalidArgs);
     assert_eq!(invalid.retryable(), Some(false));
-    assert_eq!(orders.handler_runs("cancel_order").await.unwrap(), 2);
+    assert_eq!(shop.runs("cancel_order"), 2);
 
     // A tool not offered is absent: the same answer as a name that does not exist.
     let transfer = tools
@@ -107,20 +104,16 @@ async fn a_tool_set_calls_offered_tools_and_maps_their_errors_as_not_retryable()
                 .replace("tarnsfer", "X")
         )
     );
-    assert_eq!(orders.handler_runs("transfer").await.unwrap(), 0);
-    orders.close().await;
+    assert_eq!(shop.runs("transfer"), 0);
+    shop.close().await;
 }
 
 /// A transaction that stays busy until the budget runs out (another writer holds the lock):
 /// rig gets a not-retryable error saying so (txretry already retried), nothing committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_that_ran_out_are_not_retryable_for_the_model() {
-    let db = Db::sqlite();
-    let orders = db.open().await;
-    let Orders::Sqlite(store) = &orders else {
-        unreachable!("an SQLite database")
-    };
-    let pool = store.pool().clone();
+    let shop = Shop::new().await;
+    let pool = shop.pool().clone();
     let close = Tool::new(
         "close_shop",
         "Closes every open order.",
@@ -138,13 +131,13 @@ async fn retries_that_ran_out_are_not_retryable_for_the_model() {
         },
     );
     let toolbox = Toolbox::builder()
-        .policy(policy(3).unwrap())
+        .policy(policy(3))
         .tool(close)
         .build()
         .unwrap();
     let tools =
         ToolSet::from_dynamic_tools(txretry_tool::rig::tools(&toolbox, &Caller::new(["owner"])));
-    let holder = db.hold().await;
+    let holder = shop.hold().await;
 
     let result = tools
         .execute("close_shop", "{}", &mut ToolContext::new())
@@ -160,6 +153,6 @@ async fn retries_that_ran_out_are_not_retryable_for_the_model() {
             "close_shop: still failing after 3 attempts (busy); nothing was committed, try again later"
         )
     );
-    assert_eq!(db.state().await.status[&2], "open");
-    orders.close().await;
+    assert_eq!(shop.state().await.status[&2], "open");
+    shop.close().await;
 }
