@@ -80,13 +80,15 @@ async fn two_callers_are_offered_different_tools_with_their_annotations() {
         get_order.input_schema["properties"]["order_id"]["description"],
         "The order's id."
     );
-    // idempotentHint of a tool that does not declare itself idempotent is not pinned here:
-    // it is sent as `false` today, which txretry-mcp's tests report as a bug (it should be
-    // absent; see its ignored `idempotent_hint_is_absent_unless_declared`).
+    // A tool that does not declare itself idempotent is not called so: the hint is absent.
     let cancel = tools[1].annotations.as_ref().unwrap();
     assert_eq!(
-        (cancel.read_only_hint, cancel.destructive_hint),
-        (Some(false), None)
+        (
+            cancel.read_only_hint,
+            cancel.idempotent_hint,
+            cancel.destructive_hint
+        ),
+        (Some(false), None, None)
     );
 
     for client in [support, viewer, teller, nobody] {
