@@ -8,8 +8,10 @@
 //! the runner uses, so both sides share connections and statement caches. Each round runs
 //! both sides for the same time, in alternating order (raw first in even rounds, runner
 //! first in odd ones) to cancel drift; a round's ratio is runner ÷ raw commits/s of that
-//! round. Printed per cell: median commits/s of each side, and the median ratio with its
-//! min–max over the rounds. Nothing is asserted.
+//! round. Printed per cell: the mean commits/s of each side, the median of the rounds'
+//! ratios, the middle half of them (25th–75th percentile) and their min–max. Many short
+//! rounds, not a few long ones: on a shared machine the load comes in bursts, and a short
+//! round gives both sides nearly the same burst. Nothing is asserted.
 //!
 //! ```sh
 //! cargo bench --features sqlx-postgres,sqlx-mysql,sqlx-sqlite,tokio-postgres,mysql_async,rusqlite \
@@ -18,8 +20,8 @@
 //!
 //! Servers: `TXRETRY_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`) and
 //! `TXRETRY_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/test`); a cell whose server does
-//! not answer is skipped with a message. `TXRETRY_BENCH_SECONDS` (default 2) per side per
-//! round, `TXRETRY_BENCH_ROUNDS` (default 6). A filter keeps the cells whose name contains
+//! not answer is skipped with a message. `TXRETRY_BENCH_SECONDS` (default 0.25) per side per
+//! round, `TXRETRY_BENCH_ROUNDS` (default 40). A filter keeps the cells whose name contains
 //! it (`sqlx-postgres`, `x8`, …).
 
 use std::future::Future;
@@ -32,6 +34,10 @@ use txretry::RetryPolicy;
 /// The table every cell updates (one row per worker; a Postgres or MariaDB table of this name
 /// is dropped and created again).
 const TABLE: &str = "txretry_bench_runner_cost";
+
+/// Each side runs this long before a cell's rounds: connections opened, statements prepared,
+/// caches filled.
+const WARM_UP: Duration = Duration::from_secs(1);
 
 type TxFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 
@@ -57,8 +63,8 @@ impl Settings {
             .filter(|a| !a.starts_with("--"))
             .collect();
         Self {
-            side: Duration::from_secs_f64(number("TXRETRY_BENCH_SECONDS", 2.0)),
-            rounds: number("TXRETRY_BENCH_ROUNDS", 6.0) as usize,
+            side: Duration::from_secs_f64(number("TXRETRY_BENCH_SECONDS", 0.25)),
+            rounds: number("TXRETRY_BENCH_ROUNDS", 40.0) as usize,
             filters,
         }
     }
@@ -142,8 +148,7 @@ where
     F: FnMut(bool, Duration) -> Fut,
     Fut: Future<Output = Sample>,
 {
-    // Warm-up: connections opened, statements prepared, caches filled, on both sides.
-    let warm = settings.side.mul_f64(0.25);
+    let warm = WARM_UP;
     side(false, warm).await;
     side(true, warm).await;
     let mut raw = Vec::new();
@@ -188,18 +193,20 @@ fn report(name: &str, raw: &[Sample], runner: &[Sample]) {
         .zip(runner)
         .map(|(r, t)| t.per_second / r.per_second)
         .collect();
-    let mut raw_rates: Vec<f64> = raw.iter().map(|s| s.per_second).collect();
-    let mut runner_rates: Vec<f64> = runner.iter().map(|s| s.per_second).collect();
-    let rounds: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+    let mean = |samples: &[Sample]| {
+        samples.iter().map(|s| s.per_second).sum::<f64>() / samples.len() as f64
+    };
     let errors: u64 = raw.iter().chain(runner).map(|s| s.errors).sum();
     let ratio = median(&mut ratios);
+    let quartile = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
     println!(
-        "| {name} | {:.0} | {:.0} | **{ratio:.3}** ({:.3}–{:.3}) | {} |{}",
-        median(&mut raw_rates),
-        median(&mut runner_rates),
+        "| {name} | {:.0} | {:.0} | **{ratio:.3}** | {:.3}–{:.3} | {:.3}–{:.3} |{}",
+        mean(raw),
+        mean(runner),
+        quartile(0.25),
+        quartile(0.75),
         ratios[0],
         ratios[ratios.len() - 1],
-        rounds.join(" "),
         if errors > 0 {
             format!(" {errors} errors")
         } else {
@@ -488,7 +495,7 @@ fn rusqlite_cell(settings: &Settings, dir: &std::path::Path) -> Result<(), Strin
             .map_err(|e: rusqlite::Error| e.to_string())
         }
     };
-    let warm = settings.side.mul_f64(0.25);
+    let warm = WARM_UP;
     run_blocking(&mut tx, false, warm);
     run_blocking(&mut tx, true, warm);
     let mut raw = Vec::new();
@@ -514,8 +521,10 @@ fn main() {
         settings.side.as_secs_f64()
     );
     println!();
-    println!("| cell | raw commits/s | runner commits/s | ratio: median (min–max) | per round |");
-    println!("|---|---:|---:|---:|---|");
+    println!(
+        "| cell | raw commits/s | runner commits/s | ratio (median of rounds) | middle half | min–max |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
