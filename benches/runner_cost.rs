@@ -39,6 +39,9 @@ const TABLE: &str = "txretry_bench_runner_cost";
 /// caches filled.
 const WARM_UP: Duration = Duration::from_secs(1);
 
+/// Sets up and measures one cell (a driver at a connection count).
+type Cell<'a> = Box<dyn Fn() -> Result<(), String> + 'a>;
+
 type TxFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 
 /// One transaction of worker `w`, raw (`false`) or through the runner (`true`).
@@ -530,7 +533,7 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     for workers in [1, 8] {
-        let cells: [(&str, Box<dyn Fn() -> Result<(), String>>); 5] = [
+        let cells: [(&str, Cell); 5] = [
             (
                 "sqlx-postgres",
                 Box::new(|| rt.block_on(sqlx_postgres(&settings, workers))),
@@ -561,10 +564,11 @@ fn main() {
                 eprintln!("{name}: skipped: {e}");
             }
         }
-        if workers == 1 && settings.wants("rusqlite x1") {
-            if let Err(e) = rusqlite_cell(&settings, dir.path()) {
-                eprintln!("rusqlite: skipped: {e}");
-            }
+        if workers == 1
+            && settings.wants("rusqlite x1")
+            && let Err(e) = rusqlite_cell(&settings, dir.path())
+        {
+            eprintln!("rusqlite: skipped: {e}");
         }
     }
 }
