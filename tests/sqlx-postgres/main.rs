@@ -14,7 +14,6 @@ mod admission_run;
 mod business;
 #[path = "../sqlx-shared/commit_fault.rs"]
 mod commit_fault;
-mod commit_message;
 mod common;
 mod connection;
 mod contention;

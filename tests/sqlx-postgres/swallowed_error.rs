@@ -2,9 +2,8 @@
 //! (`let _ = query.execute(&mut **tx).await;`), writes again, and returns `Ok`. Postgres
 //! answers a plain `COMMIT` of an aborted transaction with a ROLLBACK tag and no error, so
 //! a runner that just committed reported success for a transaction that wrote nothing. The
-//! runner sends `SELECT 1` ahead of COMMIT, in COMMIT's message: it fails with 25P02,
-//! COMMIT never runs, and that error comes back, permanent, with everything the closure
-//! wrote rolled back.
+//! runner runs `SELECT 1` before COMMIT: it fails with 25P02, and that error comes back,
+//! permanent, with everything the closure wrote rolled back.
 
 use sqlx::PgConnection;
 use tokio::sync::oneshot;

@@ -9,12 +9,8 @@ use txretry_core::__private::DatabaseLocks;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use txretry_core::TxOptions;
 
-#[cfg(feature = "postgres")]
-use crate::runner::Committed;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use crate::runner::{Backend, Cleanup, LockStyle, sealed};
-#[cfg(feature = "postgres")]
-use sqlx::Transaction;
 
 #[cfg(feature = "postgres")]
 impl sealed::Sealed for sqlx::Postgres {}
@@ -76,55 +72,8 @@ impl Backend for sqlx::Postgres {
         Ok(Cleanup::Nothing)
     }
 
-    /// `SELECT 1; COMMIT; BEGIN`, one simple-query message, one round trip (raw sqlx's
-    /// COMMIT is one too):
-    ///
-    /// - `SELECT 1` is the check: in a transaction a swallowed error aborted, it fails with
-    ///   `25P02` and Postgres skips the rest of the message, so COMMIT never runs (a plain
-    ///   COMMIT would be answered with a ROLLBACK tag and no error): [`Committed::NotSent`],
-    ///   judged like a failed closure. Any other failure may have followed a COMMIT that
-    ///   landed, even one that arrives before the `SELECT`'s answer (a pooler whose server
-    ///   link broke answers the whole message with its own `08P01`):
-    ///   [`Committed::Failed`], for the commit boundary. So a session lost between the
-    ///   closure's last statement and COMMIT is Ambiguous, as on tokio-postgres and MySQL.
-    /// - `BEGIN` is only for sqlx's bookkeeping: the `Transaction` still counts the
-    ///   transaction as open (sqlx cannot be told otherwise without a round trip), so when it
-    ///   is dropped it queues a `ROLLBACK`, which the pool sends with its check of the
-    ///   returned connection, in that round trip. The `BEGIN` gives that `ROLLBACK` an empty
-    ///   transaction to end; without it, Postgres would warn "there is no transaction in
-    ///   progress" on every commit. The empty transaction takes no snapshot and writes
-    ///   nothing, but `pg_stat_database.xact_rollback` counts it.
-    async fn commit(mut tx: Transaction<'_, Self>) -> Committed<'_, Self> {
-        use sqlx::Either;
-        // Statements answered so far: 2 once COMMIT committed (the check passed before it).
-        let mut answered = 0;
-        let error = {
-            let mut answers = sqlx::raw_sql("SELECT 1; COMMIT; BEGIN").fetch_many(&mut *tx);
-            loop {
-                match std::future::poll_fn(|cx| answers.as_mut().poll_next(cx)).await {
-                    None => break None,
-                    Some(Ok(Either::Left(_))) => answered += 1,
-                    Some(Ok(Either::Right(_))) => {}
-                    Some(Err(error)) => break Some(error),
-                }
-            }
-        };
-        match error {
-            None => Committed::Yes,
-            // Only the check can fail with 25P02 (COMMIT of an aborted transaction does not).
-            Some(error)
-                if error
-                    .as_database_error()
-                    .and_then(|e| e.code())
-                    .is_some_and(|code| code == "25P02") =>
-            {
-                Committed::NotSent(error, tx)
-            }
-            // COMMIT answered; only the `BEGIN` after it failed (the connection broke): the
-            // pool's check of the returned connection closes it.
-            Some(_) if answered >= 2 => Committed::Yes,
-            Some(error) => Committed::Failed(error),
-        }
+    fn abort_check() -> Option<&'static str> {
+        Some("SELECT 1")
     }
 
     async fn run_statement(
@@ -159,9 +108,6 @@ impl sealed::Sealed for sqlx::MySql {}
 ///
 /// Database-backed admission takes named locks, one `SELECT` of `GET_LOCK(…)` for all the
 /// keys, before BEGIN, and releases them with `DO RELEASE_ALL_LOCKS()` after the transaction.
-///
-/// COMMIT is sqlx's own, unchecked: a swallowed 1213 has already ended the transaction, and
-/// what ran after it committed on its own, so no check could still help.
 #[cfg(feature = "mysql")]
 impl Backend for sqlx::MySql {
     fn begin_statement(options: &TxOptions, _: Option<&DatabaseLocks<'_>>) -> SqlStr {
@@ -191,6 +137,12 @@ impl Backend for sqlx::MySql {
         } else {
             Cleanup::Nothing
         })
+    }
+
+    /// A swallowed 1213 has already ended the transaction, and what ran after it committed
+    /// on its own: nothing to check that could still help.
+    fn abort_check() -> Option<&'static str> {
+        None
     }
 
     const LOCKS: LockStyle = LockStyle::Session;
@@ -273,6 +225,10 @@ mod sqlite {
             } else {
                 QUERY_ONLY_OFF
             })
+        }
+
+        fn abort_check() -> Option<&'static str> {
+            None
         }
 
         const LOCKS: LockStyle = LockStyle::None;

@@ -180,4 +180,4 @@ pub use codes::{database_error_code, error_code, extract};
 pub use primary::{MultiHostError, NotPrimary, PrimaryPool};
 pub use runner::{Backend, transaction, transaction_with};
 #[doc(hidden)]
-pub use runner::{Cleanup, Committed, LockStyle};
+pub use runner::{Cleanup, LockStyle};

@@ -70,22 +70,12 @@ pub trait Backend: Database + sealed::Sealed {
         options: &'c TxOptions,
     ) -> impl Future<Output = Result<Cleanup, sqlx::Error>> + Send + 'c;
 
-    /// Commits `tx`, returning an error when it did not commit. sqlx's own COMMIT, except
-    /// on Postgres, which answers the COMMIT of an aborted transaction (the closure
-    /// swallowed an error) with a ROLLBACK tag and no error; sqlx exposes neither the tag
-    /// nor the session's transaction status, so the Postgres backend checks first, in
-    /// COMMIT's own round trip.
+    /// A statement that fails when the transaction is already aborted, run right before
+    /// COMMIT (Postgres: `SELECT 1`). Postgres answers the COMMIT of an aborted transaction
+    /// (the closure swallowed an error) with a ROLLBACK tag and no error, and sqlx does not
+    /// expose the tag or the session's transaction status, so the runner asks.
     #[doc(hidden)]
-    fn commit<'t>(
-        tx: Transaction<'t, Self>,
-    ) -> impl Future<Output = Committed<'t, Self>> + Send + 't {
-        async move {
-            match tx.commit().await {
-                Ok(()) => Committed::Yes,
-                Err(error) => Committed::Failed(error),
-            }
-        }
-    }
+    fn abort_check() -> Option<&'static str>;
 
     /// Runs one of the fixed statements above on the connection.
     #[doc(hidden)]
@@ -93,21 +83,6 @@ pub trait Backend: Database + sealed::Sealed {
         conn: &'c mut Self::Connection,
         sql: &'static str,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'c;
-}
-
-/// How [`Backend::commit`] went.
-#[doc(hidden)]
-pub enum Committed<'t, DB: Database> {
-    /// Committed.
-    Yes,
-    /// COMMIT was never run: the check before it found the transaction aborted (a
-    /// swallowed error); the caller rolls it back and judges the error like a failed
-    /// closure's.
-    NotSent(sqlx::Error, Transaction<'t, DB>),
-    /// COMMIT failed, or its answer was lost: for the commit boundary to judge. The
-    /// failed transaction queued a ROLLBACK when it was dropped; the pool sends it when the
-    /// connection comes back.
-    Failed(sqlx::Error),
 }
 
 /// What the session needs after a transaction with some options.
@@ -154,16 +129,12 @@ pub(crate) mod sealed {
 /// type that sqlx's errors convert into (`sqlx::Error`, your own `thiserror` enum,
 /// `anyhow::Error`, `Box<dyn Error + Send + Sync>`).
 ///
-/// - `Ok` means the transaction committed. On Postgres the runner commits with
-///   `SELECT 1; COMMIT; BEGIN` in one round trip: if the closure swallowed an error, the
-///   transaction is aborted, the `SELECT` fails with `25P02` ("current transaction is
-///   aborted"), COMMIT never runs, and that error is returned (a plain COMMIT would have
-///   rolled back silently). The `BEGIN` opens an empty transaction for the `ROLLBACK` that
-///   sqlx queues when its `Transaction` is dropped (sent with the pool's check of the
-///   returned connection): `pg_stat_database.xact_rollback` counts one per commit. On
-///   MySQL/MariaDB a swallowed deadlock (1213) has already rolled the transaction back and
-///   later statements ran on their own: no runner can undo that, so propagate errors with
-///   `?`. On SQLite a transaction that
+/// - `Ok` means the transaction committed. On Postgres the runner sends `SELECT 1` before
+///   COMMIT: if the closure swallowed an error, the transaction is aborted, the check fails
+///   with `25P02` ("current transaction is aborted") and that error is returned (a plain
+///   COMMIT would have rolled back silently). On MySQL/MariaDB a swallowed deadlock (1213)
+///   has already rolled the transaction back and later statements ran on their own: no
+///   runner can undo that, so propagate errors with `?`. On SQLite a transaction that
 ///   SQLite rolled back itself makes COMMIT fail, and that error is returned.
 /// - A failure at COMMIT keeps its verdict only when the server said "not committed" (a
 ///   serialization failure, a deadlock, `SQLITE_BUSY`, a deferred constraint). A lost
@@ -375,12 +346,13 @@ where
                         failure.discards_connection() || cleanup == Cleanup::DiscardIfBeginFailed;
                     (Err(failure), discard, true)
                 }
-                Ok(mut tx) => 'attempt: {
+                Ok(mut tx) => {
                     // The transaction is known to sqlx now (a dropped attempt rolls it
                     // back), and a one-shot setting was consumed by it; only SQLite's
                     // read-only switch still needs restoring.
                     lease.discard_on_drop = matches!(cleanup, Cleanup::Sql(_));
-                    // A failed setup statement is handled like a failed closure.
+                    // A failed setup statement, or a failed abort check, is handled like a
+                    // failed closure: COMMIT has not been sent.
                     let setup = match DB::after_begin(&options, cleanup) {
                         Some(sql) => DB::run_statement(&mut tx, sql).await.map_err(E::from),
                         None => Ok(()),
@@ -389,27 +361,35 @@ where
                         Ok(()) => f(&mut tx).await,
                         Err(error) => Err(error),
                     };
-                    let (error, tx) = match value {
-                        Ok(value) => match DB::commit(tx).await {
-                            Committed::Yes => break 'attempt (Ok(value), false, false),
-                            // The check before COMMIT found the transaction aborted (a
-                            // swallowed error): COMMIT never ran, judged like a failed closure.
-                            Committed::NotSent(error, tx) => (E::from(error), tx),
-                            Committed::Failed(error) => {
+                    let value = match (value, DB::abort_check()) {
+                        (Ok(value), Some(sql)) => DB::run_statement(&mut tx, sql)
+                            .await
+                            .map(|()| value)
+                            .map_err(E::from),
+                        (value, _) => value,
+                    };
+                    match value {
+                        Ok(value) => match tx.commit().await {
+                            Ok(()) => (Ok(value), false, false),
+                            Err(error) => {
+                                // The failed Transaction queued a ROLLBACK on drop; the pool
+                                // flushes it when the connection comes back.
                                 let failure =
                                     TxFailure::at_commit(&policy, extract, E::from(error));
                                 let discard = failure.discards_connection();
-                                break 'attempt (Err(failure), discard, false);
+                                (Err(failure), discard, false)
                             }
                         },
-                        Err(error) => (error, tx),
-                    };
-                    let failure = body(error);
-                    // Always roll back before deciding: after MySQL 1205 the transaction
-                    // is still open, with the statements before the timeout applied.
-                    let rolled_back = tx.rollback().await.is_ok();
-                    let discard = !rolled_back || failure.discards_connection();
-                    (Err(failure), discard, false)
+                        Err(error) => {
+                            let failure = body(error);
+                            // Always roll back before deciding: after MySQL 1205 the
+                            // transaction is still open, with the statements before the
+                            // timeout applied.
+                            let rolled_back = tx.rollback().await.is_ok();
+                            let discard = !rolled_back || failure.discards_connection();
+                            (Err(failure), discard, false)
+                        }
+                    }
                 }
             }
         };
