@@ -288,13 +288,13 @@ where
 /// Where an attempt's client comes from: the caller's one client (a broken connection ends
 /// the loop), or a [`Reconnecting`] client (a broken connection is replaced).
 pub(crate) trait Source: Send {
-    /// The client for the next attempt; a failure to get one fails the attempt.
-    fn client_for_attempt<E, V>(
+    /// The client for the next attempt; a failure to get one (to connect) fails the
+    /// attempt. Not generic over the caller's error: a `+ Send` future whose bounds name
+    /// `E: AsError<V>` cannot be proven `Send` inside another `Send` future when `E` is a
+    /// `BoxError` (rustc loses its `'static`), so the loop converts the error itself.
+    fn client_for_attempt(
         &mut self,
-        policy: &RetryPolicy,
-    ) -> impl Future<Output = Result<&mut Client, TxFailure<E>>> + Send
-    where
-        E: From<tokio_postgres::Error> + AsError<V>;
+    ) -> impl Future<Output = Result<&mut Client, tokio_postgres::Error>> + Send;
 
     /// The attempt failed and left the connection unusable for another (closed, or still
     /// inside the failed transaction): what the loop is told.
@@ -305,13 +305,7 @@ pub(crate) trait Source: Send {
 }
 
 impl Source for &mut Client {
-    async fn client_for_attempt<E, V>(
-        &mut self,
-        _: &RetryPolicy,
-    ) -> Result<&mut Client, TxFailure<E>>
-    where
-        E: From<tokio_postgres::Error> + AsError<V>,
-    {
+    async fn client_for_attempt(&mut self) -> Result<&mut Client, tokio_postgres::Error> {
         Ok(&mut **self)
     }
 
@@ -339,7 +333,10 @@ where
 {
     let mut state = RetryState::new(&policy, &options);
     txretry_core::retry_async!(state, admission = &options, async {
-        let client = source.client_for_attempt(&policy).await?;
+        let client = source
+            .client_for_attempt()
+            .await
+            .map_err(|e| reconnecting::connect_failed(&policy, e))?;
         let attempt: Result<T, Failed<E>> = async {
             // Database-backed admission: the keys' locks, if any (asked per attempt: with
             // `only_for_contended_keys` a collision turns them on).

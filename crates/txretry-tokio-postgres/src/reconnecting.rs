@@ -220,19 +220,10 @@ where
     T::TlsConnect: Send,
     <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
 {
-    async fn client_for_attempt<E, V>(
-        &mut self,
-        policy: &RetryPolicy,
-    ) -> Result<&mut Client, TxFailure<E>>
-    where
-        E: From<tokio_postgres::Error> + AsError<V>,
-    {
+    async fn client_for_attempt(&mut self) -> Result<&mut Client, tokio_postgres::Error> {
         self.unreplicated = None;
         *self.warning.lock().unwrap_or_else(PoisonError::into_inner) = None;
-        match self.client().await {
-            Ok(client) => Ok(client),
-            Err(error) => Err(connect_failed(policy, error)),
-        }
+        self.client().await
     }
 
     fn committed(&mut self) {
@@ -253,7 +244,10 @@ where
 /// "database does not allow writes" from `target_session_attrs`) it is a connection
 /// failure, safe to retry; a server's answer (`57P03` starting up, a wrong password)
 /// keeps its verdict.
-fn connect_failed<E, V>(policy: &RetryPolicy, error: tokio_postgres::Error) -> TxFailure<E>
+pub(crate) fn connect_failed<E, V>(
+    policy: &RetryPolicy,
+    error: tokio_postgres::Error,
+) -> TxFailure<E>
 where
     E: From<tokio_postgres::Error> + AsError<V>,
 {

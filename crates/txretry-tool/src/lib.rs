@@ -91,12 +91,19 @@ pub use context::ToolContext;
 pub use invoke::{
     CallAttempt, FailureKind, InvokeError, Panicked, TimedOut, ToolAttempt, ToolFailure,
 };
-pub use once::{BusinessError, Dialect, InvalidTableName, Once, OnceRefused};
 #[cfg(any(
     feature = "sqlx-postgres",
     feature = "sqlx-mysql",
     feature = "sqlx-sqlite"
 ))]
-pub use once::{OnceBackend, OnceError};
+pub use once::OnceBackend;
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
+pub use once::OnceError;
+pub use once::{BusinessError, Dialect, InvalidTableName, Once, OnceRefused};
 pub use tool::{BoxError, Tool, ToolDescriptor};
 pub use toolbox::{BuildError, Caller, Toolbox, ToolboxBuilder};

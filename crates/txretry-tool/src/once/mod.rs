@@ -3,22 +3,41 @@
 //! client re-sending after a dropped connection, a retry after an ambiguous COMMIT) has its
 //! effect once and gets the first call's answer.
 //!
-//! The declaration ([`Once`]), the records' table and its SQL live here; the runner that
-//! claims, runs and records (`ToolContext::once`) is in `sqlx/`, behind the `sqlx-*`
-//! features.
+//! The declaration ([`Once`]), the records' table and its SQL, and what every driver
+//! decides the same way live here; the runners that claim, run and record are per driver:
+//! `ToolContext::once` in `sqlx/` (the `sqlx-*` features), `ToolContext::once_tokio_postgres`
+//! in `tokio_postgres/` (the `tokio-postgres` feature).
 //!
 //! - `declaration.rs`: [`Once`], and each call's key; `table_name.rs`: [`InvalidTableName`];
 //! - `dialect.rs`, `statements.rs`: the records' SQL for each database ([`Dialect`]);
 //! - `business.rs`: [`BusinessError`], what a call records and replays;
+//! - `record.rs`: the drivers' shared decisions (replay or run, the recorded output, which
+//!   errors are business errors), and how a call ends; `error.rs`: `OnceError`;
 //! - `refused.rs`: [`OnceRefused`]; `run.rs`: what one run of a handler did.
 
 mod business;
 mod declaration;
 mod dialect;
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
+mod error;
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
+mod record;
 mod refused;
 mod run;
 mod statements;
 mod table_name;
+#[cfg(feature = "tokio-postgres")]
+mod tokio_postgres;
 
 #[cfg(any(
     feature = "sqlx-postgres",
@@ -30,6 +49,13 @@ mod sqlx;
 pub use self::business::BusinessError;
 pub use self::declaration::Once;
 pub use self::dialect::Dialect;
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite",
+    feature = "tokio-postgres"
+))]
+pub use self::error::OnceError;
 pub use self::refused::OnceRefused;
 pub(crate) use self::run::OnceRun;
 #[cfg(any(
@@ -37,6 +63,6 @@ pub(crate) use self::run::OnceRun;
     feature = "sqlx-mysql",
     feature = "sqlx-sqlite"
 ))]
-pub use self::sqlx::{OnceBackend, OnceError};
+pub use self::sqlx::OnceBackend;
 pub(crate) use self::statements::Statements;
 pub use self::table_name::InvalidTableName;

@@ -50,7 +50,8 @@ impl OnceRun {
         not(any(
             feature = "sqlx-postgres",
             feature = "sqlx-mysql",
-            feature = "sqlx-sqlite"
+            feature = "sqlx-sqlite",
+            feature = "tokio-postgres"
         )),
         allow(dead_code)
     )]
@@ -78,7 +79,8 @@ impl OnceRun {
         not(any(
             feature = "sqlx-postgres",
             feature = "sqlx-mysql",
-            feature = "sqlx-sqlite"
+            feature = "sqlx-sqlite",
+            feature = "tokio-postgres"
         )),
         allow(dead_code)
     )]
@@ -94,7 +96,8 @@ impl OnceRun {
         not(any(
             feature = "sqlx-postgres",
             feature = "sqlx-mysql",
-            feature = "sqlx-sqlite"
+            feature = "sqlx-sqlite",
+            feature = "tokio-postgres"
         )),
         allow(dead_code)
     )]

@@ -53,13 +53,26 @@ pub(super) fn ddl(dialect: Dialect, table: &str) -> String {
     }
 }
 
+/// Postgres: taken (bind: [`migrate_lock_name`]) in the transaction that runs the DDL, so
+/// that creators of one table take turns (concurrent `CREATE TABLE IF NOT EXISTS` of one
+/// table can fail on Postgres, with a unique violation in its catalog).
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+pub(crate) const MIGRATE_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtext($1))";
+
+/// The name [`MIGRATE_LOCK`] hashes for `table`.
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+pub(crate) fn migrate_lock_name(table: &str) -> String {
+    format!("txretry_tool_calls:{table}")
+}
+
 /// Every statement the records need, for one database and table. Built only from fixed
 /// strings and the checked table name; values are always bound.
 #[cfg_attr(
     not(any(
         feature = "sqlx-postgres",
         feature = "sqlx-mysql",
-        feature = "sqlx-sqlite"
+        feature = "sqlx-sqlite",
+        feature = "tokio-postgres"
     )),
     allow(dead_code)
 )]

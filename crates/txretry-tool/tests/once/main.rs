@@ -6,6 +6,9 @@
 //! sqlx types); the database modules add what only they can show (a backend terminated
 //! during COMMIT, the commit-fault proxy).
 //!
+//! `tokio_pg.rs` runs `ToolContext::once_tokio_postgres` (feature `tokio-postgres`) through
+//! the same scenarios on tokio-postgres clients.
+//!
 //! Needs the features `sqlx-postgres`, `sqlx-mysql` and `sqlx-sqlite`
 //! (`cargo test -p txretry-tool --all-features`).
 #![cfg(all(
@@ -22,3 +25,5 @@ mod mysql;
 mod postgres;
 mod refused;
 mod sqlite;
+#[cfg(feature = "tokio-postgres")]
+mod tokio_pg;

@@ -8,8 +8,7 @@ use sqlx::Pool;
 
 use crate::Dialect;
 
-/// Postgres caps interval arithmetic; no record is that old anyway (about 317 years).
-pub(super) const MAX_AGE_SECS: f64 = 1e10;
+pub(super) use crate::once::record::MAX_AGE_SECS;
 
 /// A record as it is read back: `status, output, error_kind, error_message`.
 pub(super) type Record = (String, Option<String>, Option<String>, Option<String>);

@@ -2,7 +2,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -10,14 +9,15 @@ use sqlx::{Pool, Transaction};
 use txretry_core::{AsError, TxOptions};
 
 use super::OnceBackend;
-use super::OnceError;
-use super::transaction::{Done, Job, run_transaction};
+use super::transaction::run_transaction;
+use crate::once::OnceError;
+use crate::once::record::{Job, finish};
 #[cfg(doc)]
 use txretry_core::TxError;
 
+use crate::ToolContext;
 #[cfg(doc)]
-use crate::{BusinessError, Once};
-use crate::{OnceRefused, ToolContext};
+use crate::{BusinessError, Once, OnceRefused};
 
 impl ToolContext {
     /// Runs the call's one transaction exactly once per idempotency key, for a tool
@@ -216,28 +216,10 @@ impl ToolContext {
         let pool = pool.clone();
         let options = options.clone().idempotent(true).read_only(false);
         async move {
-            let Some(run) = run else {
-                return Err(OnceError::Refused(OnceRefused::NotDeclared));
-            };
-            run.begin().map_err(OnceError::Refused)?;
-            let job = Arc::new(Job {
-                statements: run.once.statements(DB::DIALECT).clone(),
-                tool,
-                key: Arc::clone(&run.key),
-                policy: policy.clone(),
-                missing_table: AtomicBool::new(false),
-            });
+            let (run, job) = Job::begin(run.as_ref(), DB::DIALECT, &tool, &policy)
+                .map_err(OnceError::Refused)?;
             let done = run_transaction(&pool, &policy, &options, &job, &run, f).await?;
-            match done {
-                Done::Output(value) => {
-                    run.ended(false);
-                    Ok(value)
-                }
-                Done::Business(business) => {
-                    run.ended(true);
-                    Err(OnceError::Business(business))
-                }
-            }
+            finish(&run, done)
         }
     }
 }

@@ -5,12 +5,10 @@
 //!   `sqlite.rs`);
 //! - `context.rs`: `ToolContext::once`; `transaction.rs`: its one transaction, attempt by
 //!   attempt;
-//! - `maintenance.rs`: `Once::migrate`, `Once::prune`;
-//! - `error.rs`: [`OnceError`].
+//! - `maintenance.rs`: `Once::migrate`, `Once::prune`.
 
 mod backend;
 mod context;
-mod error;
 mod maintenance;
 #[cfg(feature = "sqlx-mysql")]
 mod mysql;
@@ -21,4 +19,3 @@ mod sqlite;
 mod transaction;
 
 pub use self::backend::OnceBackend;
-pub use self::error::OnceError;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::backend::sealed::Sealed;
 use super::backend::{MAX_AGE_SECS, OnceBackend, Record, shared_methods};
 use crate::Dialect;
+use crate::once::statements::{MIGRATE_LOCK, migrate_lock_name};
 
 impl Sealed for sqlx::Postgres {}
 
@@ -23,8 +24,8 @@ impl OnceBackend for sqlx::Postgres {
         table: &'c str,
     ) -> Result<(), sqlx::Error> {
         let mut tx = pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-            .bind(format!("txretry_tool_calls:{table}"))
+        sqlx::query(MIGRATE_LOCK)
+            .bind(migrate_lock_name(table))
             .execute(&mut *tx)
             .await?;
         sqlx::raw_sql(sqlx::AssertSqlSafe(Arc::clone(ddl)))

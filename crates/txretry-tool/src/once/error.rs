@@ -1,12 +1,13 @@
-//! Why `ToolContext::once` did not return the tool's output.
+//! Why `ToolContext::once` (any driver's) did not return the tool's output.
 
 use txretry_core::{Outcome, TxError};
 
 #[cfg(doc)]
 use crate::ToolContext;
-use crate::{BusinessError, OnceRefused};
+use crate::{BoxError, BusinessError, OnceRefused};
 
-/// Why [`ToolContext::once`] did not return the tool's output.
+/// Why [`ToolContext::once`] (or another driver's `once_*`) did not return the tool's
+/// output.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum OnceError<E> {
@@ -25,9 +26,10 @@ pub enum OnceError<E> {
     /// The call broke the rules of `once` (see [`OnceRefused`]); nothing ran.
     #[error("{0}")]
     Refused(OnceRefused),
-    /// The records' table was missing and could not be created.
+    /// The records' table was missing and could not be created: the driver's error
+    /// (`sqlx::Error`, `tokio_postgres::Error`), boxed.
     #[error("the table of recorded tool calls could not be created")]
-    Table(#[source] sqlx::Error),
+    Table(#[source] BoxError),
 }
 
 impl<E> OnceError<E> {

@@ -1,0 +1,184 @@
+//! What every driver's `once` transaction decides the same way: what a claimed record says
+//! (run the work, or replay), the output as it is recorded and returned, and which errors
+//! of the work are recorded as business errors.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use txretry_core::{AsError, RetryPolicy, Verdict};
+
+use super::{BusinessError, Dialect, OnceError, OnceRefused, OnceRun, Statements};
+
+/// The savepoint the handler's work runs under, so that a business error can undo that
+/// work and still commit its record.
+pub(crate) const SAVEPOINT: &str = "SAVEPOINT txretry_once";
+pub(crate) const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT txretry_once";
+
+/// How many times a key is claimed when its record vanishes (is pruned) between the claim
+/// and the read.
+pub(crate) const CLAIMS: usize = 3;
+
+/// The oldest age `prune` deletes by: Postgres caps interval arithmetic; no record is that
+/// old anyway (about 317 years).
+pub(crate) const MAX_AGE_SECS: f64 = 1e10;
+
+/// What the transaction committed: the output (recorded now, or read back), or the
+/// business error.
+pub(crate) enum Done<T> {
+    Output(T),
+    Business(BusinessError),
+}
+
+/// A claimed record's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// This transaction's own claim: run the work.
+    Pending,
+    Ok,
+    Error,
+}
+
+impl Status {
+    /// The `status` column's value; an error names an unknown one.
+    pub(crate) fn parse(status: &str) -> Result<Status, String> {
+        match status {
+            "pending" => Ok(Status::Pending),
+            "ok" => Ok(Status::Ok),
+            "error" => Ok(Status::Error),
+            other => Err(format!(
+                "a recorded tool call has the unknown status {other:?}"
+            )),
+        }
+    }
+}
+
+/// A recorded output, as every repeated call gets it.
+pub(crate) fn decode_output<T: DeserializeOwned>(output: &str) -> serde_json::Result<T> {
+    serde_json::from_str(output)
+}
+
+/// The claimed record's decision: `None` when the claim is this transaction's own (run the
+/// work), else what to return without running it. `output` is the decoded `output` column
+/// of an `ok` record (read only then).
+pub(crate) fn replay<T, X>(
+    status: Status,
+    output: impl FnOnce() -> Result<T, X>,
+    kind: Option<String>,
+    message: Option<String>,
+) -> Result<Option<Done<T>>, X> {
+    match status {
+        Status::Pending => Ok(None),
+        Status::Ok => output().map(|value| Some(Done::Output(value))),
+        Status::Error => Ok(Some(Done::Business(BusinessError::new(
+            kind.unwrap_or_default(),
+            message.unwrap_or_default(),
+        )))),
+    }
+}
+
+/// The work's value as it is recorded (JSON), and the value returned: the one read back
+/// from that JSON, what every repeated call gets too.
+pub(crate) fn encode_output<T: Serialize + DeserializeOwned>(
+    value: &T,
+) -> serde_json::Result<(String, T)> {
+    let json = serde_json::to_string(value)?;
+    let value = serde_json::from_str(&json)?;
+    Ok((json, value))
+}
+
+/// The business error the work's `error` is recorded as, when the policy judges it
+/// permanent; `None` when it is transient or ambiguous (the runner rolls everything back
+/// and decides; nothing is recorded).
+pub(crate) fn business<E: AsError<V>, V>(policy: &RetryPolicy, error: &E) -> Option<BusinessError> {
+    let judged = policy.classify(error.as_error());
+    (judged.verdict == Verdict::Permanent)
+        .then(|| BusinessError::from_error(error.as_error(), judged.code))
+}
+
+/// What one `once` transaction needs, shared with each of its attempts.
+pub(crate) struct Job {
+    pub(crate) statements: Statements,
+    pub(crate) tool: Arc<str>,
+    pub(crate) key: Arc<str>,
+    pub(crate) policy: RetryPolicy,
+    /// The claim found no table.
+    pub(crate) missing_table: AtomicBool,
+}
+
+impl Job {
+    /// Starts the run's one `once` transaction (refused when it may not start).
+    pub(crate) fn begin(
+        run: Option<&Arc<OnceRun>>,
+        dialect: Dialect,
+        tool: &str,
+        policy: &RetryPolicy,
+    ) -> Result<(Arc<OnceRun>, Arc<Job>), OnceRefused> {
+        let Some(run) = run else {
+            return Err(OnceRefused::NotDeclared);
+        };
+        run.begin()?;
+        let job = Arc::new(Job {
+            statements: run.once.statements(dialect).clone(),
+            tool: tool.into(),
+            key: Arc::clone(&run.key),
+            policy: policy.clone(),
+            missing_table: AtomicBool::new(false),
+        });
+        Ok((Arc::clone(run), job))
+    }
+
+    /// Whether the runner's failure came from a claim that found no table (and the table
+    /// was not created yet): then that failed claim is forgotten, the once layer's
+    /// business and not the invocation's, and the caller creates the table and runs the
+    /// transaction once more.
+    pub(crate) fn missing_table(&self, table_created: bool, run: &OnceRun) -> bool {
+        if table_created || !self.missing_table.swap(false, Ordering::AcqRel) {
+            return false;
+        }
+        if let Some(scope) = self.policy.scope() {
+            drop(scope.take_last_give_up());
+            run.forget_missing_table_claim();
+        }
+        true
+    }
+}
+
+/// The call's answer from what its transaction committed; tells the run how it ended.
+pub(crate) fn finish<T, E>(run: &OnceRun, done: Done<T>) -> Result<T, OnceError<E>> {
+    match done {
+        Done::Output(value) => {
+            run.ended(false);
+            Ok(value)
+        }
+        Done::Business(business) => {
+            run.ended(true);
+            Err(OnceError::Business(business))
+        }
+    }
+}
+
+/// The handler's closure, handed to each runner attempt and taken back after it: the
+/// runner's closure must own what it captures for its future to be `Send`.
+pub(crate) struct Slot<F>(Mutex<Option<F>>);
+
+impl<F> Slot<F> {
+    pub(crate) fn new(f: F) -> Arc<Slot<F>> {
+        Arc::new(Slot(Mutex::new(Some(f))))
+    }
+
+    /// The closure, for one attempt.
+    pub(crate) fn take(&self) -> F {
+        let taken = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let Some(f) = taken else {
+            unreachable!("a runner runs one attempt at a time");
+        };
+        f
+    }
+
+    /// The closure back, after the attempt.
+    pub(crate) fn put(&self, f: F) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(f);
+    }
+}
