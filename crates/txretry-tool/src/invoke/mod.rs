@@ -209,8 +209,16 @@ impl Toolbox {
             let business = once_run.as_deref().is_some_and(OnceRun::business);
             let error = match result {
                 Ok(output) => {
-                    let retries = budget.saturating_sub(scope.retries_left());
-                    return Ok((output, retries + 1));
+                    // Every attempt: the failed ones of earlier runs and of this run's
+                    // runners (outage retries included, which draw nothing from the
+                    // budget), and the one that committed.
+                    let failed_here = scope.take_attempts().len()
+                        + once_run
+                            .as_deref()
+                            .map_or(0, |run| run.take_kept_attempts().len());
+                    let retries = budget.saturating_sub(scope.retries_left()) as usize;
+                    let attempts = (history.len() + failed_here).max(retries) + 1;
+                    return Ok((output, u32::try_from(attempts).unwrap_or(u32::MAX)));
                 }
                 Err(AttemptError::Output(error)) => {
                     return Err(InvokeError::InvalidOutput {
