@@ -98,9 +98,9 @@ impl RetryState {
 
     /// Records a failed attempt and decides: wait and retry (the [`RetryEvent`] has fired),
     /// or stop (call [`give_up`](RetryState::give_up) with the same failure).
-    pub fn after_failure<E, V>(&mut self, failure: &TxFailure<E>) -> Decision
+    pub fn after_failure<E, Via>(&mut self, failure: &TxFailure<E>) -> Decision
     where
-        E: AsError<V>,
+        E: AsError<Via>,
     {
         let mut judged = failure.failure;
         if own_read_only_write(self.read_only, judged.code) {
@@ -202,9 +202,9 @@ impl RetryState {
     /// Ends the loop with `failure` (the one [`after_failure`](RetryState::after_failure)
     /// just stopped on): fires the give-up event when the failure was not a plain
     /// permanent one, and returns the caller's error with the outcome.
-    pub fn give_up<E, V>(&mut self, failure: TxFailure<E>, reason: StopReason) -> TxError<E>
+    pub fn give_up<E, Via>(&mut self, failure: TxFailure<E>, reason: StopReason) -> TxError<E>
     where
-        E: AsError<V>,
+        E: AsError<Via>,
     {
         let attempts = std::mem::take(&mut self.attempts);
         let history = attempts.iter().map(|a| a.failure).collect();
@@ -226,7 +226,7 @@ impl RetryState {
                 },
             );
         }
-        TxError::new(failure.error, outcome, <E as AsError<V>>::as_error)
+        TxError::new(failure.error, outcome, <E as AsError<Via>>::as_error)
     }
 }
 
@@ -344,9 +344,9 @@ impl<E> TxFailure<E> {
     /// A failure before COMMIT was sent (BEGIN, the caller's closure, a statement):
     /// classified as it is. `driver` is the adapter's own code extractor: it is consulted
     /// first, so the runner knows its driver's codes even where no registry reached it.
-    pub fn in_body<V>(policy: &RetryPolicy, driver: CodeExtractor, error: E) -> Self
+    pub fn in_body<Via>(policy: &RetryPolicy, driver: CodeExtractor, error: E) -> Self
     where
-        E: AsError<V>,
+        E: AsError<Via>,
     {
         Self::judged(policy, driver, error, Phase::Body)
     }
@@ -356,9 +356,9 @@ impl<E> TxFailure<E> {
     /// server sent (a constraint checked at COMMIT). Everything else — no code, a
     /// driver-detected failure, a connection-class code (a pooler sends `08P01` after a
     /// COMMIT that landed) — is [`Verdict::Ambiguous`]: the commit may have happened.
-    pub fn at_commit<V>(policy: &RetryPolicy, driver: CodeExtractor, error: E) -> Self
+    pub fn at_commit<Via>(policy: &RetryPolicy, driver: CodeExtractor, error: E) -> Self
     where
-        E: AsError<V>,
+        E: AsError<Via>,
     {
         let mut failure = Self::judged(policy, driver, error, Phase::Commit);
         let answer = failure.failure;
@@ -385,9 +385,9 @@ impl<E> TxFailure<E> {
         }
     }
 
-    fn judged<V>(policy: &RetryPolicy, driver: CodeExtractor, error: E, phase: Phase) -> Self
+    fn judged<Via>(policy: &RetryPolicy, driver: CodeExtractor, error: E, phase: Phase) -> Self
     where
-        E: AsError<V>,
+        E: AsError<Via>,
     {
         let err: &(dyn Error + 'static) = error.as_error();
         let Classification { verdict, code } = policy.classifier().classify_with(err, driver);
@@ -491,10 +491,10 @@ impl RetryPolicy {
     /// assert_eq!(calls, 2);
     /// # }
     /// ```
-    pub async fn run<T, E, V, F>(&self, mut op: F) -> Result<T, E>
+    pub async fn run<T, E, Via, F>(&self, mut op: F) -> Result<T, E>
     where
         F: AsyncFnMut() -> Result<T, E>,
-        E: AsError<V>,
+        E: AsError<Via>,
     {
         let mut state = RetryState::new(self, &TxOptions::DEFAULT);
         let result = crate::retry_async!(state, async {
@@ -518,10 +518,10 @@ impl RetryPolicy {
     /// assert!(result.is_err());
     /// assert_eq!(calls, 1);
     /// ```
-    pub fn run_blocking<T, E, V, F>(&self, mut op: F) -> Result<T, E>
+    pub fn run_blocking<T, E, Via, F>(&self, mut op: F) -> Result<T, E>
     where
         F: FnMut() -> Result<T, E>,
-        E: AsError<V>,
+        E: AsError<Via>,
     {
         let mut state = RetryState::new(self, &TxOptions::DEFAULT);
         let result = crate::retry_blocking!(

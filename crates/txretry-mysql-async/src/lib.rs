@@ -121,14 +121,14 @@ txretry_core::register_extractor!(extract);
 /// # Ok(())
 /// # }
 /// ```
-pub fn transaction<T, E, V, F>(
+pub fn transaction<T, E, Via, F>(
     pool: &Pool,
     policy: &RetryPolicy,
     f: F,
-) -> impl Future<Output = Result<T, TxError<E>>> + use<T, E, V, F>
+) -> impl Future<Output = Result<T, TxError<E>>> + use<T, E, Via, F>
 where
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
-    E: From<Error> + AsError<V>,
+    E: From<Error> + AsError<Via>,
 {
     run(pool.clone(), policy.clone(), TxOptions::default(), f)
 }
@@ -215,22 +215,22 @@ where
 /// # Ok(())
 /// # }
 /// ```
-pub fn transaction_with<T, E, V, F>(
+pub fn transaction_with<T, E, Via, F>(
     pool: &Pool,
     policy: &RetryPolicy,
     options: &TxOptions,
     f: F,
-) -> impl Future<Output = Result<T, TxError<E>>> + use<T, E, V, F>
+) -> impl Future<Output = Result<T, TxError<E>>> + use<T, E, Via, F>
 where
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
-    E: From<Error> + AsError<V>,
+    E: From<Error> + AsError<Via>,
 {
     run(pool.clone(), policy.clone(), options.clone(), f)
 }
 
 /// The runner proper. It owns its pool handle, policy and options, so its future borrows
 /// nothing of the caller's but `f`.
-async fn run<T, E, V, F>(
+async fn run<T, E, Via, F>(
     pool: Pool,
     policy: RetryPolicy,
     options: TxOptions,
@@ -238,7 +238,7 @@ async fn run<T, E, V, F>(
 ) -> Result<T, TxError<E>>
 where
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
-    E: From<Error> + AsError<V>,
+    E: From<Error> + AsError<Via>,
 {
     let (tx_opts, untyped_level) = tx_opts(&options);
     let mut state = RetryState::new(&policy, &options);
@@ -330,14 +330,14 @@ enum Outcome<T, E> {
 
 /// Judges a failure before COMMIT, and closes the connection instead of returning it to the
 /// pool when its state is unknown.
-async fn failed<E, V>(
+async fn failed<E, Via>(
     policy: &RetryPolicy,
     lease: Lease,
     error: E,
     rolled_back: bool,
 ) -> TxFailure<E>
 where
-    E: AsError<V>,
+    E: AsError<Via>,
 {
     let failure = TxFailure::in_body(policy, extract, error);
     if !rolled_back || failure.discards_connection() {

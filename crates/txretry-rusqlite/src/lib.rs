@@ -140,14 +140,14 @@ txretry_core::register_extractor!(extract);
 /// # Ok(())
 /// # }
 /// ```
-pub fn transaction<T, E, V, F>(
+pub fn transaction<T, E, Via, F>(
     conn: &mut Connection,
     policy: &RetryPolicy,
     f: F,
 ) -> Result<T, TxError<E>>
 where
     F: FnMut(&mut Transaction<'_>) -> Result<T, E>,
-    E: From<rusqlite::Error> + AsError<V>,
+    E: From<rusqlite::Error> + AsError<Via>,
 {
     transaction_with(conn, policy, &TxOptions::default(), f)
 }
@@ -236,7 +236,7 @@ where
 /// # Ok(())
 /// # }
 /// ```
-pub fn transaction_with<T, E, V, F>(
+pub fn transaction_with<T, E, Via, F>(
     conn: &mut Connection,
     policy: &RetryPolicy,
     options: &TxOptions,
@@ -244,7 +244,7 @@ pub fn transaction_with<T, E, V, F>(
 ) -> Result<T, TxError<E>>
 where
     F: FnMut(&mut Transaction<'_>) -> Result<T, E>,
-    E: From<rusqlite::Error> + AsError<V>,
+    E: From<rusqlite::Error> + AsError<Via>,
 {
     // `&mut` guarantees no other transaction of ours is open on the connection; the
     // attempts then only need a shared borrow, which the `query_only` guard shares too.
@@ -254,7 +254,7 @@ where
 }
 
 /// One attempt: BEGIN, `f`, COMMIT; ROLLBACK on any error.
-fn attempt<T, E, V, F>(
+fn attempt<T, E, Via, F>(
     conn: &Connection,
     policy: &RetryPolicy,
     options: &TxOptions,
@@ -262,7 +262,7 @@ fn attempt<T, E, V, F>(
 ) -> Result<T, TxFailure<E>>
 where
     F: FnMut(&mut Transaction<'_>) -> Result<T, E>,
-    E: From<rusqlite::Error> + AsError<V>,
+    E: From<rusqlite::Error> + AsError<Via>,
 {
     let begin_failed = |error: rusqlite::Error| TxFailure::in_body(policy, extract, E::from(error));
 

@@ -188,15 +188,15 @@ pub(crate) mod sealed {
 ///     .map_err(txretry_core::TxError::into_error) // back to sqlx::Error
 /// }
 /// ```
-pub fn transaction<DB, T, E, V, F>(
+pub fn transaction<DB, T, E, Via, F>(
     pool: &Pool<DB>,
     policy: &RetryPolicy,
     f: F,
-) -> impl Future<Output = Result<T, TxError<E>>> + use<DB, T, E, V, F>
+) -> impl Future<Output = Result<T, TxError<E>>> + use<DB, T, E, Via, F>
 where
     DB: Backend,
     F: AsyncFnMut(&mut Transaction<'_, DB>) -> Result<T, E>,
-    E: From<sqlx::Error> + AsError<V>,
+    E: From<sqlx::Error> + AsError<Via>,
 {
     run(pool.clone(), policy.clone(), TxOptions::default(), f)
 }
@@ -252,23 +252,23 @@ where
 ///     .map_err(txretry_core::TxError::into_error)
 /// }
 /// ```
-pub fn transaction_with<DB, T, E, V, F>(
+pub fn transaction_with<DB, T, E, Via, F>(
     pool: &Pool<DB>,
     policy: &RetryPolicy,
     options: &TxOptions,
     f: F,
-) -> impl Future<Output = Result<T, TxError<E>>> + use<DB, T, E, V, F>
+) -> impl Future<Output = Result<T, TxError<E>>> + use<DB, T, E, Via, F>
 where
     DB: Backend,
     F: AsyncFnMut(&mut Transaction<'_, DB>) -> Result<T, E>,
-    E: From<sqlx::Error> + AsError<V>,
+    E: From<sqlx::Error> + AsError<Via>,
 {
     run(pool.clone(), policy.clone(), options.clone(), f)
 }
 
 /// The runner proper. It owns its pool handle, policy and options (all cheap clones), so
 /// the future it returns borrows nothing from the caller but `f`.
-async fn run<DB, T, E, V, F>(
+async fn run<DB, T, E, Via, F>(
     pool: Pool<DB>,
     policy: RetryPolicy,
     options: TxOptions,
@@ -277,7 +277,7 @@ async fn run<DB, T, E, V, F>(
 where
     DB: Backend,
     F: AsyncFnMut(&mut Transaction<'_, DB>) -> Result<T, E>,
-    E: From<sqlx::Error> + AsError<V>,
+    E: From<sqlx::Error> + AsError<Via>,
 {
     let mut state = RetryState::new(&policy, &options);
     txretry_core::retry_async!(state, admission = &options, async {

@@ -151,14 +151,14 @@ txretry_core::register_extractor!(extract);
 /// # Ok(())
 /// # }
 /// ```
-pub fn transaction<'c, T, E, V, F>(
+pub fn transaction<'c, T, E, Via, F>(
     client: &'c mut Client,
     policy: &RetryPolicy,
     f: F,
-) -> impl Future<Output = Result<T, TxError<E>>> + use<'c, T, E, V, F>
+) -> impl Future<Output = Result<T, TxError<E>>> + use<'c, T, E, Via, F>
 where
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
-    E: From<tokio_postgres::Error> + AsError<V>,
+    E: From<tokio_postgres::Error> + AsError<Via>,
 {
     run(client, policy.clone(), TxOptions::default(), f)
 }
@@ -272,15 +272,15 @@ where
 /// # Ok(())
 /// # }
 /// ```
-pub fn transaction_with<'c, T, E, V, F>(
+pub fn transaction_with<'c, T, E, Via, F>(
     client: &'c mut Client,
     policy: &RetryPolicy,
     options: &TxOptions,
     f: F,
-) -> impl Future<Output = Result<T, TxError<E>>> + use<'c, T, E, V, F>
+) -> impl Future<Output = Result<T, TxError<E>>> + use<'c, T, E, Via, F>
 where
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
-    E: From<tokio_postgres::Error> + AsError<V>,
+    E: From<tokio_postgres::Error> + AsError<Via>,
 {
     run(client, policy.clone(), options.clone(), f)
 }
@@ -290,7 +290,7 @@ where
 pub(crate) trait Source: Send {
     /// The client for the next attempt; a failure to get one (to connect) fails the
     /// attempt. Not generic over the caller's error: a `+ Send` future whose bounds name
-    /// `E: AsError<V>` cannot be proven `Send` inside another `Send` future when `E` is a
+    /// `E: AsError<Via>` cannot be proven `Send` inside another `Send` future when `E` is a
     /// `BoxError` (rustc loses its `'static`), so the loop converts the error itself.
     fn client_for_attempt(
         &mut self,
@@ -320,7 +320,7 @@ type Failed<E> = (TxFailure<E>, bool);
 
 /// The runner proper. It owns its policy and options, so its future borrows nothing of
 /// the caller's but the client source and `f`.
-pub(crate) async fn run<S, T, E, V, F>(
+pub(crate) async fn run<S, T, E, Via, F>(
     mut source: S,
     policy: RetryPolicy,
     options: TxOptions,
@@ -329,7 +329,7 @@ pub(crate) async fn run<S, T, E, V, F>(
 where
     S: Source,
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
-    E: From<tokio_postgres::Error> + AsError<V>,
+    E: From<tokio_postgres::Error> + AsError<Via>,
 {
     let mut state = RetryState::new(&policy, &options);
     txretry_core::retry_async!(state, admission = &options, async {
@@ -503,7 +503,7 @@ async fn begin(
 
 /// Judges a failure before COMMIT, and whether it left the client unusable for another
 /// attempt (closed, not rolled back, or a broken connection by the driver's own codes).
-fn after_failure<E, V>(
+fn after_failure<E, Via>(
     policy: &RetryPolicy,
     options: &TxOptions,
     error: E,
@@ -511,7 +511,7 @@ fn after_failure<E, V>(
     rolled_back: bool,
 ) -> Failed<E>
 where
-    E: AsError<V>,
+    E: AsError<Via>,
 {
     let failure = TxFailure::in_body(policy, extract, error).under(options);
     let unusable = closed || !rolled_back || failure.discards_connection();

@@ -185,21 +185,21 @@ where
     /// [`crate::transaction`] on this client, connecting again whenever a failure lost the
     /// connection, so that a retry runs on a new session (with a multi-host config: on
     /// the current primary).
-    pub async fn transaction<R, E, V, F>(
+    pub async fn transaction<R, E, Via, F>(
         &mut self,
         policy: &RetryPolicy,
         f: F,
     ) -> Result<R, TxError<E>>
     where
         F: AsyncFnMut(&mut Transaction<'_>) -> Result<R, E>,
-        E: From<tokio_postgres::Error> + AsError<V>,
+        E: From<tokio_postgres::Error> + AsError<Via>,
     {
         crate::run(self, policy.clone(), TxOptions::default(), f).await
     }
 
     /// [`crate::transaction_with`] on this client, connecting again whenever a failure
     /// lost the connection.
-    pub async fn transaction_with<R, E, V, F>(
+    pub async fn transaction_with<R, E, Via, F>(
         &mut self,
         policy: &RetryPolicy,
         options: &TxOptions,
@@ -207,7 +207,7 @@ where
     ) -> Result<R, TxError<E>>
     where
         F: AsyncFnMut(&mut Transaction<'_>) -> Result<R, E>,
-        E: From<tokio_postgres::Error> + AsError<V>,
+        E: From<tokio_postgres::Error> + AsError<Via>,
     {
         crate::run(self, policy.clone(), options.clone(), f).await
     }
@@ -244,12 +244,12 @@ where
 /// "database does not allow writes" from `target_session_attrs`) it is a connection
 /// failure, safe to retry; a server's answer (`57P03` starting up, a wrong password)
 /// keeps its verdict.
-pub(crate) fn connect_failed<E, V>(
+pub(crate) fn connect_failed<E, Via>(
     policy: &RetryPolicy,
     error: tokio_postgres::Error,
 ) -> TxFailure<E>
 where
-    E: From<tokio_postgres::Error> + AsError<V>,
+    E: From<tokio_postgres::Error> + AsError<Via>,
 {
     if error.code().is_some() {
         return TxFailure::in_body(policy, extract, E::from(error));

@@ -91,7 +91,10 @@ pub(crate) fn encode_output<T: Serialize + DeserializeOwned>(
 /// The business error the work's `error` is recorded as, when the policy judges it
 /// permanent; `None` when it is transient or ambiguous (the runner rolls everything back
 /// and decides; nothing is recorded).
-pub(crate) fn business<E: AsError<V>, V>(policy: &RetryPolicy, error: &E) -> Option<BusinessError> {
+pub(crate) fn business<E: AsError<Via>, Via>(
+    policy: &RetryPolicy,
+    error: &E,
+) -> Option<BusinessError> {
     let judged = policy.classify(error.as_error());
     (judged.verdict == Verdict::Permanent)
         .then(|| BusinessError::from_error(error.as_error(), judged.code))

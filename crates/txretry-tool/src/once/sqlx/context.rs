@@ -176,16 +176,16 @@ impl ToolContext {
     /// Toolbox::builder().tool(place).build()
     /// # }
     /// ```
-    pub fn once<DB, T, E, V, F>(
+    pub fn once<DB, T, E, Via, F>(
         &self,
         pool: &Pool<DB>,
         f: F,
-    ) -> impl Future<Output = Result<T, OnceError<E>>> + use<DB, T, E, V, F>
+    ) -> impl Future<Output = Result<T, OnceError<E>>> + use<DB, T, E, Via, F>
     where
         DB: OnceBackend,
         T: Serialize + DeserializeOwned,
         F: AsyncFnMut(&mut Transaction<'_, DB>) -> Result<T, E>,
-        E: From<sqlx::Error> + AsError<V>,
+        E: From<sqlx::Error> + AsError<Via>,
     {
         self.once_with(pool, &TxOptions::new(), f)
     }
@@ -198,17 +198,17 @@ impl ToolContext {
     /// first call's claim fails with a serialization failure (`40001`) when that call
     /// commits, and finds the record on its retry: each such duplicate spends a retry of its
     /// budget. `READ COMMITTED` (the default) has it find the record at once.
-    pub fn once_with<DB, T, E, V, F>(
+    pub fn once_with<DB, T, E, Via, F>(
         &self,
         pool: &Pool<DB>,
         options: &TxOptions,
         f: F,
-    ) -> impl Future<Output = Result<T, OnceError<E>>> + use<DB, T, E, V, F>
+    ) -> impl Future<Output = Result<T, OnceError<E>>> + use<DB, T, E, Via, F>
     where
         DB: OnceBackend,
         T: Serialize + DeserializeOwned,
         F: AsyncFnMut(&mut Transaction<'_, DB>) -> Result<T, E>,
-        E: From<sqlx::Error> + AsError<V>,
+        E: From<sqlx::Error> + AsError<Via>,
     {
         let run = self.once_run().cloned();
         let policy = self.policy().clone();

@@ -19,7 +19,7 @@ use crate::once::record::{
 
 /// Runs the once transaction; when its claim finds no table, creates it and runs it once
 /// more.
-pub(super) async fn run_transaction<DB, T, E, V, F>(
+pub(super) async fn run_transaction<DB, T, E, Via, F>(
     pool: &Pool<DB>,
     policy: &RetryPolicy,
     options: &TxOptions,
@@ -31,7 +31,7 @@ where
     DB: OnceBackend,
     T: Serialize + DeserializeOwned,
     F: AsyncFnMut(&mut Transaction<'_, DB>) -> Result<T, E>,
-    E: From<sqlx::Error> + AsError<V>,
+    E: From<sqlx::Error> + AsError<Via>,
 {
     let slot = Slot::new(f);
     let mut table_created = false;
@@ -60,7 +60,7 @@ where
 }
 
 /// One attempt: claim, then replay or run `f` and record.
-async fn attempt<DB, T, E, V, F>(
+async fn attempt<DB, T, E, Via, F>(
     tx: &mut Transaction<'_, DB>,
     f: &mut F,
     job: &Job,
@@ -69,7 +69,7 @@ where
     DB: OnceBackend,
     T: Serialize + DeserializeOwned,
     F: AsyncFnMut(&mut Transaction<'_, DB>) -> Result<T, E>,
-    E: From<sqlx::Error> + AsError<V>,
+    E: From<sqlx::Error> + AsError<Via>,
 {
     let sql = &job.statements;
     let who: [&str; 2] = [&job.tool, &job.key];

@@ -100,15 +100,15 @@ impl ToolContext {
     /// Toolbox::builder().tool(place).build()
     /// # }
     /// ```
-    pub fn once_tokio_postgres<'c, T, E, V, F>(
+    pub fn once_tokio_postgres<'c, T, E, Via, F>(
         &self,
         client: &'c mut Client,
         f: F,
-    ) -> impl Future<Output = Result<T, OnceError<E>>> + use<'c, T, E, V, F>
+    ) -> impl Future<Output = Result<T, OnceError<E>>> + use<'c, T, E, Via, F>
     where
         T: Serialize + DeserializeOwned,
         F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
-        E: From<tokio_postgres::Error> + AsError<V>,
+        E: From<tokio_postgres::Error> + AsError<Via>,
     {
         self.once_tokio_postgres_with(client, &TxOptions::new(), f)
     }
@@ -118,16 +118,16 @@ impl ToolContext {
     /// and idempotent: `read_only` and `idempotent` are overridden. Under `REPEATABLE READ`
     /// or `SERIALIZABLE`, a duplicate that waited for the first call's claim fails with a
     /// serialization failure and finds the record on its retry (one retry of its budget).
-    pub fn once_tokio_postgres_with<'c, T, E, V, F>(
+    pub fn once_tokio_postgres_with<'c, T, E, Via, F>(
         &self,
         client: &'c mut Client,
         options: &TxOptions,
         f: F,
-    ) -> impl Future<Output = Result<T, OnceError<E>>> + use<'c, T, E, V, F>
+    ) -> impl Future<Output = Result<T, OnceError<E>>> + use<'c, T, E, Via, F>
     where
         T: Serialize + DeserializeOwned,
         F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
-        E: From<tokio_postgres::Error> + AsError<V>,
+        E: From<tokio_postgres::Error> + AsError<Via>,
     {
         let run = self.once_run().cloned();
         let policy = self.policy().clone();

@@ -24,7 +24,7 @@ type DriverError = Box<dyn Error + Sync + Send>;
 
 /// Runs the once transaction; when its claim finds no table, creates it and runs it once
 /// more.
-pub(super) async fn run_transaction<T, E, V, F>(
+pub(super) async fn run_transaction<T, E, Via, F>(
     client: &mut Client,
     options: &TxOptions,
     job: &Arc<Job>,
@@ -34,7 +34,7 @@ pub(super) async fn run_transaction<T, E, V, F>(
 where
     T: Serialize + DeserializeOwned,
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
-    E: From<tokio_postgres::Error> + AsError<V>,
+    E: From<tokio_postgres::Error> + AsError<Via>,
 {
     let slot = Slot::new(f);
     let mut table_created = false;
@@ -79,11 +79,11 @@ pub(super) async fn migrate(client: &mut Client, once: &Once) -> Result<(), toki
 }
 
 /// One attempt: claim, then replay or run `f` and record.
-async fn attempt<T, E, V, F>(tx: &mut Transaction<'_>, f: &mut F, job: &Job) -> Result<Done<T>, E>
+async fn attempt<T, E, Via, F>(tx: &mut Transaction<'_>, f: &mut F, job: &Job) -> Result<Done<T>, E>
 where
     T: Serialize + DeserializeOwned,
     F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
-    E: From<tokio_postgres::Error> + AsError<V>,
+    E: From<tokio_postgres::Error> + AsError<Via>,
 {
     let sql = &job.statements;
     let (tool, key): (&str, &str) = (&job.tool, &job.key);
