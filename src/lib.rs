@@ -58,7 +58,7 @@
 pub use txretry_core::{
     Admission, AsError, AttemptFailure, Backoff, Classification, Classifier, Code, ContentionKey,
     Decision, GiveUpEvent, Isolation, Jitter, KeyEncoder, KeyHash, KindSet, MessageFallback,
-    Outcome, Phase, PolicyError, Profile, RetryEvent, RetryPolicy, RetryPolicyBuilder, Scope,
+    Outcome, Phase, PolicyError, Profile, RetryBudget, RetryEvent, RetryPolicy, RetryPolicyBuilder,
     SqlState, SqliteBegin, StopReason, TransientKind, TxError, TxOptions, Verdict, classify,
     default_verdict,
 };

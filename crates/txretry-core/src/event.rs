@@ -30,7 +30,7 @@ pub struct RetryEvent<'a> {
     pub phase: Phase,
     /// The error, as returned by the attempt.
     pub error: &'a (dyn Error + 'static),
-    /// The tool this loop runs for, when the policy has a labelled [`Scope`](crate::Scope).
+    /// The tool this loop runs for, when the policy has a labelled [`RetryBudget`](crate::RetryBudget).
     pub tool: Option<&'a str>,
     /// The tool call's id, likewise.
     pub call_id: Option<&'a str>,
@@ -80,7 +80,7 @@ pub struct GiveUpEvent<'a> {
     pub max_attempts: u32,
     /// The last attempt's error, the one returned to the caller.
     pub error: &'a (dyn Error + 'static),
-    /// The tool this loop runs for, when the policy has a labelled [`Scope`](crate::Scope).
+    /// The tool this loop runs for, when the policy has a labelled [`RetryBudget`](crate::RetryBudget).
     pub tool: Option<&'a str>,
     /// The tool call's id, likewise.
     pub call_id: Option<&'a str>,

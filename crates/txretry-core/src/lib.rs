@@ -6,6 +6,7 @@
 
 mod admission;
 mod backoff;
+mod budget;
 mod chain;
 mod classifier;
 mod code;
@@ -19,13 +20,13 @@ mod policy;
 mod profile;
 mod registry;
 mod run;
-mod scope;
 mod sleep;
 mod table;
 mod verdict;
 
 pub use admission::Admission;
 pub use backoff::{Backoff, Jitter};
+pub use budget::RetryBudget;
 pub use chain::AsError;
 pub use classifier::{Classifier, classify};
 pub use code::{Code, SqlState};
@@ -36,7 +37,6 @@ pub use options::{Isolation, SqliteBegin, TxOptions};
 pub use outcome::{AttemptFailure, Outcome, Phase, RecordedAttempt, TxError};
 pub use policy::{Decision, PolicyError, RetryPolicy, RetryPolicyBuilder, StopReason};
 pub use profile::Profile;
-pub use scope::Scope;
 pub use table::default_verdict;
 pub use verdict::{Classification, KindSet, TransientKind, Verdict};
 

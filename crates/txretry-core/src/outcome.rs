@@ -57,7 +57,7 @@ impl AttemptFailure {
 }
 
 /// A failed attempt with its error's text, as a [`GiveUpEvent`](crate::GiveUpEvent) lists it
-/// and a [`Scope`](crate::Scope) records it.
+/// and a [`RetryBudget`](crate::RetryBudget) records it.
 ///
 /// The error itself is the caller's type: a loop returns the last attempt's and drops the
 /// others when it retries, so what is kept of each is its text (its `Display`).

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::event::{GiveUpHook, RetryHook};
 use crate::{
-    Admission, Backoff, Classification, Classifier, GiveUpEvent, Jitter, KindSet, RetryEvent,
-    Scope, Verdict,
+    Admission, Backoff, Classification, Classifier, GiveUpEvent, Jitter, KindSet, RetryBudget,
+    RetryEvent, Verdict,
 };
 
 /// How a transaction is retried: how many attempts, how long to wait, what counts as
@@ -57,7 +57,7 @@ struct Inner {
     on_give_up: Option<GiveUpHook>,
     admission: Option<Admission>,
     failover: Option<Duration>,
-    scope: Option<Scope>,
+    scope: Option<RetryBudget>,
 }
 
 /// The cap on exponential backoff when no `max_delay` is set.
@@ -221,11 +221,11 @@ impl RetryPolicy {
         Decision::RetryAfter(delay)
     }
 
-    /// This policy with a shared [`Scope`]: every loop run under the returned policy draws
+    /// This policy with a shared [`RetryBudget`]: every loop run under the returned policy draws
     /// its retries from the scope's one budget and labels its events with the scope's.
     /// Cheap (one allocation); meant per operation, e.g. per tool invocation.
     #[must_use]
-    pub fn with_scope(&self, scope: Scope) -> RetryPolicy {
+    pub fn with_budget(&self, scope: RetryBudget) -> RetryPolicy {
         let mut inner = (*self.inner).clone();
         inner.scope = Some(scope);
         RetryPolicy {
@@ -234,7 +234,7 @@ impl RetryPolicy {
     }
 
     /// The scope this policy's loops share, if any.
-    pub fn scope(&self) -> Option<&Scope> {
+    pub fn budget(&self) -> Option<&RetryBudget> {
         self.inner.scope.as_ref()
     }
 
@@ -437,7 +437,7 @@ impl RetryPolicyBuilder {
     /// `max_attempts` says. The waits start at 50 ms and double up to 500 ms (±20%
     /// jitter), so the first attempt after the new primary accepts writes comes within
     /// half a second. Retries within an outage draw on no attempt budget (neither
-    /// `max_attempts` nor a tool call's [`Scope`]); `max_elapsed`, when set, still bounds
+    /// `max_attempts` nor a tool call's [`RetryBudget`]); `max_elapsed`, when set, still bounds
     /// the whole loop.
     ///
     /// What stays safe: a failure before COMMIT was sent means the server rolled the

@@ -11,7 +11,7 @@ use crate::classifier::{broken_connection, no_driver};
 use crate::event::{GiveUpEvent, RetryEvent, emit_give_up, emit_retry};
 use crate::{
     AsError, AttemptFailure, Classification, CodeExtractor, Decision, Outcome, Phase,
-    RecordedAttempt, RetryPolicy, Scope, StopReason, TxError, TxOptions, Verdict,
+    RecordedAttempt, RetryBudget, RetryPolicy, StopReason, TxError, TxOptions, Verdict,
 };
 
 /// The loop state every runner shares: which attempt this is, when the first began, every
@@ -58,7 +58,7 @@ impl RetryState {
         }
     }
 
-    /// Makes this the outer loop of its policy's [`Scope`]: a loop each of whose attempts
+    /// Makes this the outer loop of its policy's [`RetryBudget`]: a loop each of whose attempts
     /// runs the scope's other loops (a tool call's invocation, whose attempt is one run of
     /// the handler and its runners). It records its own failed attempts here, not in the
     /// scope, and its outcome and give-up event list the inner loops' attempts handed to it
@@ -71,7 +71,7 @@ impl RetryState {
     }
 
     /// The attempts the scope's inner loops made during the attempt about to be judged
-    /// (taken with [`Scope::take_attempts`]): listed before it in the outcome and the
+    /// (taken with [`RetryBudget::take_attempts`]): listed before it in the outcome and the
     /// give-up event. Leave out an inner attempt that *is* this attempt's failure (a
     /// runner's give-up judged again here), or it is listed twice.
     pub fn inner_attempts(&mut self, attempts: impl IntoIterator<Item = RecordedAttempt>) {
@@ -91,7 +91,7 @@ impl RetryState {
     /// Records that the loop succeeded (for a runner: committed), for the scope's count.
     #[inline]
     pub fn succeeded(&self) {
-        if let Some(scope) = self.policy.scope() {
+        if let Some(scope) = self.policy.budget() {
             scope.succeeded();
         }
     }
@@ -109,13 +109,13 @@ impl RetryState {
         }
         // The text is read only by a give-up hook and the scope: a loop with neither
         // formats nothing.
-        let text = if self.policy.scope().is_some() || self.policy.on_give_up_hook().is_some() {
+        let text = if self.policy.budget().is_some() || self.policy.on_give_up_hook().is_some() {
             failure.error.as_error().to_string()
         } else {
             String::new()
         };
         let recorded = RecordedAttempt::new(judged, text);
-        if let Some(scope) = self.policy.scope()
+        if let Some(scope) = self.policy.budget()
             && !self.outer
         {
             scope.record(recorded.clone());
@@ -146,7 +146,7 @@ impl RetryState {
                     elapsed,
                     unit,
                 );
-                match (decision, self.policy.scope()) {
+                match (decision, self.policy.budget()) {
                     // The operation this loop is part of has spent its retries elsewhere.
                     (Decision::RetryAfter(_), Some(scope)) if !scope.take_retry() => {
                         Decision::Stop(StopReason::AttemptsExhausted)
@@ -167,9 +167,9 @@ impl RetryState {
                 code: judged.code,
                 phase: judged.phase,
                 error: failure.error.as_error(),
-                tool: self.policy.scope().and_then(Scope::tool),
-                call_id: self.policy.scope().and_then(Scope::call_id),
-                policy_level: self.policy.scope().and_then(Scope::level),
+                tool: self.policy.budget().and_then(RetryBudget::tool),
+                call_id: self.policy.budget().and_then(RetryBudget::call_id),
+                policy_level: self.policy.budget().and_then(RetryBudget::level),
             };
             emit_retry(&self.policy, &event);
             self.attempt += 1;
@@ -209,7 +209,7 @@ impl RetryState {
         let attempts = std::mem::take(&mut self.attempts);
         let history = attempts.iter().map(|a| a.failure).collect();
         let outcome = Outcome::new(history, reason);
-        if let Some(scope) = self.policy.scope() {
+        if let Some(scope) = self.policy.budget() {
             scope.gave_up(&outcome);
         }
         if outcome.verdict() != Verdict::Permanent {
@@ -220,9 +220,9 @@ impl RetryState {
                     attempts: &attempts,
                     max_attempts: self.policy.max_attempts(),
                     error: failure.error.as_error(),
-                    tool: self.policy.scope().and_then(Scope::tool),
-                    call_id: self.policy.scope().and_then(Scope::call_id),
-                    policy_level: self.policy.scope().and_then(Scope::level),
+                    tool: self.policy.budget().and_then(RetryBudget::tool),
+                    call_id: self.policy.budget().and_then(RetryBudget::call_id),
+                    policy_level: self.policy.budget().and_then(RetryBudget::level),
                 },
             );
         }
@@ -375,7 +375,7 @@ impl<E> TxFailure<E> {
     }
 
     /// A failure already judged elsewhere (an outer layer reusing the verdict a runner gave
-    /// up with, read from the [`Scope`]); the connection is not this layer's to discard.
+    /// up with, read from the [`RetryBudget`]); the connection is not this layer's to discard.
     pub fn judged_as(error: E, failure: AttemptFailure) -> Self {
         TxFailure {
             error,

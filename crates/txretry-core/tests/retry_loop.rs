@@ -333,7 +333,7 @@ async fn running_out_of_attempts_fires_one_give_up_event_with_the_history() {
 /// order; a scope records every attempt of every loop in it, for the outer layer to take.
 #[tokio::test(start_paused = true)]
 async fn the_give_up_event_and_the_scope_list_every_attempt_with_its_error() {
-    use txretry_core::{GiveUpEvent, Phase, RecordedAttempt, Scope, Verdict};
+    use txretry_core::{GiveUpEvent, Phase, RecordedAttempt, RetryBudget, Verdict};
     let seen: Arc<Mutex<Vec<Vec<RecordedAttempt>>>> = Arc::default();
     let sink = seen.clone();
     let policy = RetryPolicy::builder()
@@ -345,8 +345,8 @@ async fn the_give_up_event_and_the_scope_list_every_attempt_with_its_error() {
         })
         .build()
         .unwrap();
-    let scope = Scope::for_policy(&policy);
-    let scoped = policy.with_scope(scope.clone());
+    let scope = RetryBudget::for_policy(&policy);
+    let scoped = policy.with_budget(scope.clone());
 
     // Fails twice (two texts), then succeeds: recorded in the scope, no give-up.
     let mut calls = 0;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use txretry_core::{RetryPolicy, Scope};
+use txretry_core::{RetryBudget, RetryPolicy};
 
 use crate::once::OnceRun;
 
@@ -59,7 +59,7 @@ impl ToolContext {
 
     /// The invocation's policy: the tool's effective policy (the tool's own, else the
     /// toolbox's, else `RetryPolicy::default()`), bound to the invocation's one retry
-    /// budget ([`Scope`]) and labelled with the tool's name, the call id and the level the
+    /// budget ([`RetryBudget`]) and labelled with the tool's name, the call id and the level the
     /// policy came from.
     ///
     /// Pass it to every txretry runner the handler calls
@@ -75,23 +75,29 @@ impl ToolContext {
         &self.policy
     }
 
-    fn scope(&self) -> Option<&Scope> {
-        self.policy.scope()
+    fn budget(&self) -> Option<&RetryBudget> {
+        self.policy.budget()
     }
 
     /// The tool's name.
     pub fn tool(&self) -> &str {
-        self.scope().and_then(Scope::tool).unwrap_or_default()
+        self.budget()
+            .and_then(RetryBudget::tool)
+            .unwrap_or_default()
     }
 
     /// The id the caller gave this invocation.
     pub fn call_id(&self) -> &str {
-        self.scope().and_then(Scope::call_id).unwrap_or_default()
+        self.budget()
+            .and_then(RetryBudget::call_id)
+            .unwrap_or_default()
     }
 
     /// Where the policy came from: `"tool"`, `"toolbox"` or `"default"`.
     pub fn policy_level(&self) -> &'static str {
-        self.scope().and_then(Scope::level).unwrap_or("default")
+        self.budget()
+            .and_then(RetryBudget::level)
+            .unwrap_or("default")
     }
 
     /// This attempt's number within the invocation, 1-based (the handler's runs; the
@@ -102,7 +108,7 @@ impl ToolContext {
 
     /// Retries left in the invocation's budget, for every loop in it.
     pub fn retries_left(&self) -> u32 {
-        self.scope().map_or(0, Scope::retries_left)
+        self.budget().map_or(0, RetryBudget::retries_left)
     }
 
     /// Whether this attempt was cancelled: it timed out, or the invocation was dropped.

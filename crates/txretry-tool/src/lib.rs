@@ -11,7 +11,7 @@
 //!   blocking handlers, and per-tool options (roles, retry policy, `restart_safe`,
 //!   `idempotent`, per-attempt timeout);
 //! - **one budget per invocation**: the handler's [`ToolContext::policy`] is the tool's
-//!   effective policy bound to a shared [`Scope`](txretry_core::Scope), so the runners it
+//!   effective policy bound to a shared [`RetryBudget`](txretry_core::RetryBudget), so the runners it
 //!   calls (any driver) and the invocation loop draw on the same `max_attempts`; a
 //!   transaction that deadlocks every time runs `max_attempts` times in all;
 //! - **policy precedence**: the tool's own, else the toolbox's, else

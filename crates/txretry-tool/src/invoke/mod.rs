@@ -24,7 +24,7 @@ use std::sync::atomic::AtomicBool;
 
 use serde_json::Value;
 use txretry_core::{
-    AttemptFailure, Code, Decision, Phase, RecordedAttempt, RetryState, Scope, StopReason,
+    AttemptFailure, Code, Decision, Phase, RecordedAttempt, RetryBudget, RetryState, StopReason,
     TxFailure, TxOptions, Verdict,
 };
 
@@ -52,7 +52,7 @@ impl Toolbox {
     ///    [`InvokeError::InvalidArguments`] naming the problem; never retried, the handler
     ///    never runs;
     /// 3. **the attempts**, under the tool's effective policy bound to one budget (a
-    ///    [`Scope`] of `max_attempts - 1` retries shared with every runner the handler calls
+    ///    [`RetryBudget`] of `max_attempts - 1` retries shared with every runner the handler calls
     ///    with [`ToolContext::policy`]). Before each attempt the gate runs again. An attempt
     ///    is one run of the handler (with the per-attempt timeout, if any). Then:
     ///    - `Ok`: its JSON is returned untouched (whatever it contains);
@@ -160,9 +160,10 @@ impl Toolbox {
                 reason: OnceRefused::InvalidKey(why),
             })?;
 
-        let scope = Scope::for_policy(&entry.loop_policy).labelled(tool, call_id, entry.level);
+        let scope =
+            RetryBudget::for_policy(&entry.loop_policy).labelled(tool, call_id, entry.level);
         let budget = scope.retries_left();
-        let handler_policy = entry.handler_policy.with_scope(scope.clone());
+        let handler_policy = entry.handler_policy.with_budget(scope.clone());
         // The invocation loop's own state is made when the first attempt fails (the happy
         // path never needs it), or at once when the policy limits the elapsed time (its
         // clock starts with the first attempt).
@@ -171,7 +172,7 @@ impl Toolbox {
             // is safe.
             let options =
                 TxOptions::new().idempotent(entry.descriptor.idempotent || entry.once.is_some());
-            RetryState::new(&entry.loop_policy.with_scope(scope.clone()), &options).outer()
+            RetryState::new(&entry.loop_policy.with_budget(scope.clone()), &options).outer()
         };
         let mut state = entry.loop_policy.max_elapsed().map(|_| new_state());
         let mut earlier: Vec<ToolAttempt> = Vec::new();

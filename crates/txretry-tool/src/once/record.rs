@@ -140,7 +140,7 @@ impl Job {
         if table_created || !self.missing_table.swap(false, Ordering::AcqRel) {
             return false;
         }
-        if let Some(scope) = self.policy.scope() {
+        if let Some(scope) = self.policy.budget() {
             drop(scope.take_last_give_up());
             run.forget_missing_table_claim();
         }

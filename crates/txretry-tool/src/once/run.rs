@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use txretry_core::{RecordedAttempt, Scope};
+use txretry_core::{RecordedAttempt, RetryBudget};
 
 use super::{Once, OnceRefused};
 
@@ -18,7 +18,7 @@ const BUSINESS: u8 = 2;
 pub(crate) struct OnceRun {
     pub(crate) once: Once,
     pub(crate) key: Arc<str>,
-    scope: Scope,
+    scope: RetryBudget,
     /// The scope's commit count when the run began.
     successes_at_start: u32,
     began: AtomicBool,
@@ -32,7 +32,7 @@ pub(crate) struct OnceRun {
 }
 
 impl OnceRun {
-    pub(crate) fn new(once: Once, key: Arc<str>, scope: &Scope) -> Self {
+    pub(crate) fn new(once: Once, key: Arc<str>, scope: &RetryBudget) -> Self {
         OnceRun {
             once,
             key,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::{Outcome, RecordedAttempt};
 
 /// A shared retry budget with the labels its events carry. Attach it to a policy with
-/// [`RetryPolicy::with_scope`](crate::RetryPolicy::with_scope); every loop run under that
+/// [`RetryPolicy::with_budget`](crate::RetryPolicy::with_budget); every loop run under that
 /// policy (a runner's, `policy.run`'s, an outer layer's) then draws its retries from the
 /// one budget, counts its successes here, records each failed attempt here, and leaves its
 /// last give-up here for the outer layer to read (typed, never parsed from text).
@@ -16,12 +16,12 @@ use crate::{Outcome, RecordedAttempt};
 /// Clones share the same budget.
 ///
 /// ```
-/// use txretry_core::{RetryPolicy, Scope};
+/// use txretry_core::{RetryPolicy, RetryBudget};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let policy = RetryPolicy::builder().max_attempts(3).build().unwrap();
-/// let scope = Scope::for_policy(&policy).labelled("transfer", "call-17", "tool");
-/// let scoped = policy.with_scope(scope.clone());
+/// let scope = RetryBudget::for_policy(&policy).labelled("transfer", "call-17", "tool");
+/// let scoped = policy.with_budget(scope.clone());
 ///
 /// // Two loops under one budget of 3 attempts: 3 attempts in all, not 3 + 3.
 /// let mut calls = 0;
@@ -38,7 +38,7 @@ use crate::{Outcome, RecordedAttempt};
 /// # }
 /// ```
 #[derive(Clone, Debug)]
-pub struct Scope {
+pub struct RetryBudget {
     inner: Arc<Inner>,
 }
 
@@ -53,10 +53,10 @@ struct Inner {
     attempts: Mutex<Vec<RecordedAttempt>>,
 }
 
-impl Scope {
+impl RetryBudget {
     /// A budget of `retries` retries (attempts beyond each loop's first).
     pub fn new(retries: u32) -> Self {
-        Scope {
+        RetryBudget {
             inner: Arc::new(Inner {
                 retries_left: AtomicU32::new(retries),
                 successes: AtomicU32::new(0),
@@ -71,7 +71,7 @@ impl Scope {
 
     /// The budget `policy` allows one operation: `max_attempts - 1` retries.
     pub fn for_policy(policy: &crate::RetryPolicy) -> Self {
-        Scope::new(policy.max_attempts().saturating_sub(1))
+        RetryBudget::new(policy.max_attempts().saturating_sub(1))
     }
 
     /// Labels for the events of every loop in the scope: the tool's name, the call's id
@@ -88,7 +88,7 @@ impl Scope {
             return self;
         }
         let inner = &*self.inner;
-        Scope {
+        RetryBudget {
             inner: Arc::new(Inner {
                 retries_left: AtomicU32::new(inner.retries_left.load(Ordering::Acquire)),
                 successes: AtomicU32::new(inner.successes.load(Ordering::Acquire)),
