@@ -10,7 +10,7 @@ use sqlx::{AssertSqlSafe, Column, Executor, SqlSafeStr};
 
 use crate::config::{Config, ConfigError, ReturnsPlan, StatementPlan};
 use crate::source::Pool;
-use crate::sql::{Ref, Style};
+use crate::sql::Ref;
 
 /// Opens every source; the pools, or the problems (one per source that does not answer).
 pub async fn open(config: &Config) -> Result<HashMap<String, Arc<Pool>>, Vec<ConfigError>> {
@@ -106,33 +106,11 @@ async fn describe(pool: &Pool, statement: &StatementPlan) -> Result<Vec<String>,
             .map(|c| c.name().to_owned())
             .collect()
     }
-    match pool {
-        Pool::Postgres(pool) => {
-            let sql = statement.statement.prepare(Style::Dollar).sql;
-            Ok(names(
-                &pool.prepare(AssertSqlSafe(sql).into_sql_str()).await?,
-            ))
-        }
-        Pool::Primary(pool) => {
-            let sql = statement.statement.prepare(Style::Dollar).sql;
-            Ok(names(
-                &pool
-                    .pool()
-                    .prepare(AssertSqlSafe(sql).into_sql_str())
-                    .await?,
-            ))
-        }
-        Pool::MySql(pool) => {
-            let sql = statement.statement.prepare(Style::Question).sql;
-            Ok(names(
-                &pool.prepare(AssertSqlSafe(sql).into_sql_str()).await?,
-            ))
-        }
-        Pool::Sqlite(pool) => {
-            let sql = statement.statement.prepare(Style::Question).sql;
-            Ok(names(
-                &pool.prepare(AssertSqlSafe(sql).into_sql_str()).await?,
-            ))
-        }
-    }
+    let sql = || AssertSqlSafe(Arc::clone(&statement.prepared.sql)).into_sql_str();
+    Ok(match pool {
+        Pool::Postgres(pool) => names(&pool.prepare(sql()).await?),
+        Pool::Primary(pool) => names(&pool.pool().prepare(sql()).await?),
+        Pool::MySql(pool) => names(&pool.prepare(sql()).await?),
+        Pool::Sqlite(pool) => names(&pool.prepare(sql()).await?),
+    })
 }

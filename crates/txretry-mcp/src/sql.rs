@@ -4,6 +4,7 @@
 //! bound, never written into it.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// What a placeholder refers to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -35,8 +36,8 @@ pub enum Style {
 /// A statement ready for one database: its SQL and what to bind, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prepared {
-    /// The SQL with positional placeholders.
-    pub sql: String,
+    /// The SQL with positional placeholders (shared: bound to every call's query as it is).
+    pub sql: Arc<str>,
     /// What each position binds.
     pub binds: Vec<Ref>,
 }
@@ -195,7 +196,10 @@ impl Statement {
                 },
             }
         }
-        Prepared { sql, binds }
+        Prepared {
+            sql: sql.into(),
+            binds,
+        }
     }
 }
 
@@ -253,10 +257,10 @@ mod tests {
     fn names_become_positions_per_database() {
         let s = Statement::parse("UPDATE t SET a = :a WHERE id = :id AND b = :a").unwrap();
         let pg = s.prepare(Style::Dollar);
-        assert_eq!(pg.sql, "UPDATE t SET a = $1 WHERE id = $2 AND b = $1");
+        assert_eq!(&*pg.sql, "UPDATE t SET a = $1 WHERE id = $2 AND b = $1");
         assert_eq!(pg.binds, [param("a"), param("id")]);
         let my = s.prepare(Style::Question);
-        assert_eq!(my.sql, "UPDATE t SET a = ? WHERE id = ? AND b = ?");
+        assert_eq!(&*my.sql, "UPDATE t SET a = ? WHERE id = ? AND b = ?");
         assert_eq!(my.binds, [param("a"), param("id"), param("a")]);
     }
 

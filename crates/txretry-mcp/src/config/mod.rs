@@ -16,7 +16,7 @@ use txretry_core::{Isolation, RetryPolicy};
 
 pub use self::error::{ConfigError, ConfigErrors};
 pub use self::param::{ParamDecl, ParamKind, SqlValue};
-use crate::sql::Statement;
+use crate::sql::{Prepared, Statement, Style};
 use crate::template::Template;
 
 /// A checked config: what `txretry-mcp serve` serves.
@@ -60,6 +60,16 @@ pub enum Engine {
     MySql,
     /// SQLite.
     Sqlite,
+}
+
+impl Engine {
+    /// How the database spells positional placeholders.
+    pub fn style(self) -> Style {
+        match self {
+            Engine::Postgres => Style::Dollar,
+            Engine::MySql | Engine::Sqlite => Style::Question,
+        }
+    }
 }
 
 /// A field of the file and its place, for problems found after loading.
@@ -116,6 +126,9 @@ pub struct ToolPlan {
 pub struct StatementPlan {
     /// The SQL, split at its placeholders.
     pub statement: Statement,
+    /// The SQL for the tool's source, placeholders numbered, and what each binds: made once,
+    /// when the file is loaded.
+    pub prepared: Prepared,
     /// The capture name of its first row.
     pub capture: Option<String>,
     /// Its expectation.

@@ -2,12 +2,12 @@
 //! how it reads a row into JSON. One implementation per database, in its own file.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use sqlx::Transaction;
 
 use crate::config::SqlValue;
-use crate::sql::Style;
 
 /// What one statement did.
 #[derive(Debug, Default)]
@@ -22,13 +22,10 @@ pub struct Done {
 
 /// A database the server runs tools on.
 pub trait Database: txretry_sqlx::Backend + txretry_tool::OnceBackend {
-    /// How its placeholders are written.
-    const STYLE: Style;
-
     /// Runs `sql` with `binds` in the transaction.
     fn run(
         tx: &mut Transaction<'_, Self>,
-        sql: &str,
+        sql: Arc<str>,
         binds: Vec<SqlValue>,
     ) -> impl Future<Output = Result<Done, sqlx::Error>> + Send;
 }
@@ -73,7 +70,7 @@ macro_rules! run_statement {
         use sqlx::{Executor, SqlSafeStr, Statement as _};
         let conn = &mut **$tx;
         // The SQL is the config file's (placeholders renumbered); a call's values are bound.
-        let sql = sqlx::AssertSqlSafe($sql.to_owned()).into_sql_str();
+        let sql = sqlx::AssertSqlSafe($sql).into_sql_str();
         let returns_rows = !conn.prepare(sql.clone()).await?.columns().is_empty();
         let query = $crate::engine::database::bind_all!(sqlx::query::<$db>(sql), $binds);
         if returns_rows {
@@ -96,16 +93,13 @@ macro_rules! run_statement {
 }
 pub(crate) use run_statement;
 
-/// Implements [`Database`] for a sqlx database, given its placeholder style and how it reads
-/// a row.
+/// Implements [`Database`] for a sqlx database, given how it reads a row.
 macro_rules! database {
-    ($db:ty, $style:expr, $read_row:path) => {
+    ($db:ty, $read_row:path) => {
         impl $crate::engine::database::Database for $db {
-            const STYLE: $crate::sql::Style = $style;
-
             async fn run(
                 tx: &mut sqlx::Transaction<'_, $db>,
-                sql: &str,
+                sql: std::sync::Arc<str>,
                 binds: Vec<$crate::config::SqlValue>,
             ) -> Result<$crate::engine::database::Done, sqlx::Error> {
                 use $crate::config::{ParamKind, SqlValue};

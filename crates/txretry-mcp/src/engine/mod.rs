@@ -62,7 +62,7 @@ async fn run_statements<DB: Database>(
     let mut counts = Vec::with_capacity(tool.statements.len());
     let mut last_rows: Option<Vec<Map<String, Value>>> = None;
     for statement in &tool.statements {
-        let prepared = statement.statement.prepare(DB::STYLE);
+        let prepared = &statement.prepared;
         let binds = prepared
             .binds
             .iter()
@@ -72,7 +72,7 @@ async fn run_statements<DB: Database>(
             returns_rows,
             rows,
             count,
-        } = DB::run(tx, &prepared.sql, binds).await?;
+        } = DB::run(tx, Arc::clone(&prepared.sql), binds).await?;
         if let Some(expect) = &statement.expect
             && !(expect.min..=expect.max).contains(&count)
         {

@@ -5,9 +5,8 @@ use sqlx::mysql::{MySql, MySqlRow};
 use sqlx::{Column, Row, TypeInfo, ValueRef};
 
 use super::database::unreadable;
-use crate::sql::Style;
 
-super::database::database!(MySql, Style::Question, read_row);
+super::database::database!(MySql, read_row);
 
 fn read_row(row: &MySqlRow) -> Result<Map<String, Value>, sqlx::Error> {
     let mut object = Map::new();

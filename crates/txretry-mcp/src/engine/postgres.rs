@@ -5,9 +5,8 @@ use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{Column, Row, TypeInfo, ValueRef};
 
 use super::database::unreadable;
-use crate::sql::Style;
 
-super::database::database!(Postgres, Style::Dollar, read_row);
+super::database::database!(Postgres, read_row);
 
 fn read_row(row: &PgRow) -> Result<Map<String, Value>, sqlx::Error> {
     let mut object = Map::new();

@@ -6,9 +6,8 @@ use sqlx::sqlite::{Sqlite, SqliteRow};
 use sqlx::{Column, Row, TypeInfo, ValueRef};
 
 use super::database::unreadable;
-use crate::sql::Style;
 
-super::database::database!(Sqlite, Style::Question, read_row);
+super::database::database!(Sqlite, read_row);
 
 fn read_row(row: &SqliteRow) -> Result<Map<String, Value>, sqlx::Error> {
     let mut object = Map::new();

@@ -12,7 +12,7 @@ use txretry_tool::Once;
 use super::{NAME_RULE, Problems, is_identifier, is_name, policy};
 use crate::config::file::{IsolationDecl, Returns, ToolDecl};
 use crate::config::{ExpectPlan, Located, OncePlan, ReturnsPlan, Source, StatementPlan, ToolPlan};
-use crate::sql::{Ref, Statement};
+use crate::sql::{Ref, Statement, Style};
 use crate::template::Template;
 
 pub(super) fn check_tool(
@@ -144,7 +144,11 @@ pub(super) fn check_tool(
         if let Some(capture) = &capture {
             captures.push(capture.clone());
         }
+        let style = sources
+            .get(&tool.source.value)
+            .map_or(Style::Question, |source| source.engine.style());
         statements.push(StatementPlan {
+            prepared: statement.prepare(style),
             statement,
             capture,
             expect,
