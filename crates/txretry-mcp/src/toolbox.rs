@@ -74,7 +74,14 @@ fn tool(plan: Arc<ToolPlan>, pool: Arc<Pool>) -> Tool {
         tool = tool.roles(roles.clone());
     }
     if let Some(once) = &plan.once {
-        let key = once.key.clone();
+        // Each key parameter with its default: a call that leaves one out and a call that
+        // sends its default are the same call.
+        let key: Vec<(String, Value)> = (once.key.iter())
+            .map(|name| {
+                let default = plan.params[name].default.clone();
+                (name.clone(), default.unwrap_or(Value::Null))
+            })
+            .collect();
         let mut record = Once::key_from_args(move |args: &Value| once_key(&key, args));
         if let Some(table) = &once.table {
             // Checked when the config was loaded.
@@ -85,11 +92,15 @@ fn tool(plan: Arc<ToolPlan>, pool: Arc<Pool>) -> Tool {
     tool
 }
 
-/// The key of a `once` call: the key parameters' values, as a JSON array (`[7,"r-19"]`).
-fn once_key(key: &[String], args: &Value) -> String {
+/// The key of a `once` call: the key parameters' values (a missing one: its default), as a
+/// JSON array (`[7,"r-19"]`).
+fn once_key(key: &[(String, Value)], args: &Value) -> String {
     let values: Vec<Value> = key
         .iter()
-        .map(|name| args.get(name).cloned().unwrap_or(Value::Null))
+        .map(|(name, default)| match args.get(name) {
+            Some(Value::Null) | None => default.clone(),
+            Some(value) => value.clone(),
+        })
         .collect();
     Value::from(values).to_string()
 }
@@ -159,4 +170,25 @@ pub fn parse_args(plan: &ToolPlan, args: &Value) -> Result<Args, String> {
         parsed.insert(name.clone(), value);
     }
     Ok(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    #[test]
+    fn a_key_parameter_left_out_is_its_default() {
+        let key = [
+            ("order".to_owned(), Value::Null),
+            ("line".to_owned(), json!(1)),
+        ];
+        let sent = super::once_key(&key, &json!({"order": "o-7", "line": 1}));
+        let defaulted = super::once_key(&key, &json!({"order": "o-7"}));
+        assert_eq!(sent, r#"["o-7",1]"#);
+        assert_eq!(sent, defaulted);
+        assert_ne!(
+            sent,
+            super::once_key(&key, &json!({"order": "o-7", "line": 2}))
+        );
+    }
 }
