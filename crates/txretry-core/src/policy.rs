@@ -222,18 +222,18 @@ impl RetryPolicy {
     }
 
     /// This policy with a shared [`RetryBudget`]: every loop run under the returned policy draws
-    /// its retries from the scope's one budget and labels its events with the scope's.
+    /// its retries from that one budget and labels its events with the budget's labels.
     /// Cheap (one allocation); meant per operation, e.g. per tool invocation.
     #[must_use]
-    pub fn with_budget(&self, scope: RetryBudget) -> RetryPolicy {
+    pub fn with_budget(&self, budget: RetryBudget) -> RetryPolicy {
         let mut inner = (*self.inner).clone();
-        inner.scope = Some(scope);
+        inner.scope = Some(budget);
         RetryPolicy {
             inner: Arc::new(inner),
         }
     }
 
-    /// The scope this policy's loops share, if any.
+    /// The budget this policy's loops share, if any.
     pub fn budget(&self) -> Option<&RetryBudget> {
         self.inner.scope.as_ref()
     }
