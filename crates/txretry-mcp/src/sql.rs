@@ -70,8 +70,10 @@ pub enum SqlError {
 
 impl Statement {
     /// Splits `sql` at its placeholders, skipping quoted strings, quoted identifiers,
-    /// comments, Postgres dollar-quoted strings and `::` casts.
-    pub fn parse(sql: &str) -> Result<Statement, SqlError> {
+    /// comments, Postgres dollar-quoted strings and `::` casts. `backslash_escapes`: a `\'`
+    /// in a string is an escaped quote (MySQL and MariaDB by default); elsewhere a backslash
+    /// is a plain character, except in a Postgres `E'…'` string.
+    pub fn parse(sql: &str, backslash_escapes: bool) -> Result<Statement, SqlError> {
         if sql.trim().is_empty() {
             return Err(SqlError::Empty);
         }
@@ -84,7 +86,8 @@ impl Statement {
             let next = chars.get(i + 1).copied();
             match c {
                 '\'' | '"' | '`' => {
-                    let end = closing(&chars, i + 1, c).ok_or(SqlError::Unclosed(
+                    let escapes = c == '\'' && (backslash_escapes || e_string(&chars, i));
+                    let end = closing(&chars, i + 1, c, escapes).ok_or(SqlError::Unclosed(
                         match c {
                             '\'' => "a string",
                             _ => "a quoted identifier",
@@ -204,8 +207,8 @@ impl Statement {
 }
 
 /// The index of the quote closing one opened before `from` (a doubled quote is an escaped
-/// one).
-fn closing(chars: &[char], from: usize, quote: char) -> Option<usize> {
+/// one; with `escapes`, so is a backslashed one).
+fn closing(chars: &[char], from: usize, quote: char, escapes: bool) -> Option<usize> {
     let mut j = from;
     while j < chars.len() {
         if chars[j] == quote {
@@ -215,14 +218,20 @@ fn closing(chars: &[char], from: usize, quote: char) -> Option<usize> {
             }
             return Some(j);
         }
-        // MySQL's backslash escapes in strings ('it\'s').
-        if chars[j] == '\\' && quote == '\'' {
+        if escapes && chars[j] == '\\' {
             j += 2;
             continue;
         }
         j += 1;
     }
     None
+}
+
+/// Whether the quote at `i` opens a Postgres escape string (`E'…'`).
+fn e_string(chars: &[char], i: usize) -> bool {
+    i >= 1
+        && matches!(chars[i - 1], 'E' | 'e')
+        && (i == 1 || !(chars[i - 2].is_ascii_alphanumeric() || chars[i - 2] == '_'))
 }
 
 /// Where a dollar-quote tag (`$$`, `$body$`) that starts at `i` ends, if one does.
@@ -255,7 +264,7 @@ mod tests {
 
     #[test]
     fn names_become_positions_per_database() {
-        let s = Statement::parse("UPDATE t SET a = :a WHERE id = :id AND b = :a").unwrap();
+        let s = Statement::parse("UPDATE t SET a = :a WHERE id = :id AND b = :a", false).unwrap();
         let pg = s.prepare(Style::Dollar);
         assert_eq!(&*pg.sql, "UPDATE t SET a = $1 WHERE id = $2 AND b = $1");
         assert_eq!(pg.binds, [param("a"), param("id")]);
@@ -266,7 +275,7 @@ mod tests {
 
     #[test]
     fn captures_are_a_name_and_a_column() {
-        let s = Statement::parse("INSERT INTO r (o, q) VALUES (:order.id, :qty)").unwrap();
+        let s = Statement::parse("INSERT INTO r (o, q) VALUES (:order.id, :qty)", false).unwrap();
         assert_eq!(
             s.prepare(Style::Question).binds,
             [Ref::Column("order".into(), "id".into()), param("qty")]
@@ -276,30 +285,35 @@ mod tests {
     #[test]
     fn quotes_comments_and_casts_are_left_alone() {
         let sql = "SELECT ':no', \"a:b\", `c:d`, x::text, $$:no$$, $t$ :no $t$ -- :no\n/* :no */ FROM t WHERE y = :yes";
-        let s = Statement::parse(sql).unwrap();
+        let s = Statement::parse(sql, false).unwrap();
         assert_eq!(s.refs().collect::<Vec<_>>(), [&param("yes")]);
-        let s = Statement::parse("SELECT 'it''s :no', 'a\\'b :no' WHERE z = :z").unwrap();
+        // MySQL's backslash escapes; a Postgres string where a backslash is plain, and an
+        // E'' string where it escapes.
+        let s = Statement::parse("SELECT 'it''s :no', 'a\\'b :no' WHERE z = :z", true).unwrap();
         assert_eq!(s.refs().collect::<Vec<_>>(), [&param("z")]);
+        let s =
+            Statement::parse("SELECT 'C:\\' || :path, E'a\\'b :no' WHERE z = :z", false).unwrap();
+        assert_eq!(s.refs().collect::<Vec<_>>(), [&param("path"), &param("z")]);
     }
 
     #[test]
     fn positional_placeholders_and_unclosed_quotes_are_refused() {
         assert_eq!(
-            Statement::parse("SELECT * FROM t WHERE id = ?"),
+            Statement::parse("SELECT * FROM t WHERE id = ?", false),
             Err(SqlError::Positional("?".into(), 27))
         );
         assert_eq!(
-            Statement::parse("SELECT $12"),
+            Statement::parse("SELECT $12", false),
             Err(SqlError::Positional("$12".into(), 7))
         );
         assert!(matches!(
-            Statement::parse("SELECT 'open"),
+            Statement::parse("SELECT 'open", false),
             Err(SqlError::Unclosed(..))
         ));
         assert!(matches!(
-            Statement::parse("SELECT 1 /* x"),
+            Statement::parse("SELECT 1 /* x", false),
             Err(SqlError::Unclosed(..))
         ));
-        assert_eq!(Statement::parse("  "), Err(SqlError::Empty));
+        assert_eq!(Statement::parse("  ", false), Err(SqlError::Empty));
     }
 }

@@ -11,7 +11,9 @@ use txretry_tool::Once;
 
 use super::{NAME_RULE, Problems, is_identifier, is_name, policy};
 use crate::config::file::{IsolationDecl, Returns, ToolDecl};
-use crate::config::{ExpectPlan, Located, OncePlan, ReturnsPlan, Source, StatementPlan, ToolPlan};
+use crate::config::{
+    Engine, ExpectPlan, Located, OncePlan, ReturnsPlan, Source, StatementPlan, ToolPlan,
+};
 use crate::sql::{Ref, Statement, Style};
 use crate::template::Template;
 
@@ -66,7 +68,9 @@ pub(super) fn check_tool(
     for (i, decl) in tool.statements.iter().enumerate() {
         let sfield = format!("{field}.statements[{i}]");
         let sql_at = decl.value.sql.referenced;
-        let statement = match Statement::parse(&decl.value.sql.value) {
+        let engine = sources.get(&tool.source.value).map(|source| source.engine);
+        let backslash_escapes = engine == Some(Engine::MySql);
+        let statement = match Statement::parse(&decl.value.sql.value, backslash_escapes) {
             Ok(statement) => statement,
             Err(why) => {
                 problems.at(format!("{sfield}.sql"), sql_at, why.to_string());
@@ -144,9 +148,7 @@ pub(super) fn check_tool(
         if let Some(capture) = &capture {
             captures.push(capture.clone());
         }
-        let style = sources
-            .get(&tool.source.value)
-            .map_or(Style::Question, |source| source.engine.style());
+        let style = engine.map_or(Style::Question, Engine::style);
         statements.push(StatementPlan {
             prepared: statement.prepare(style),
             statement,
