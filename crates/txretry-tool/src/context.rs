@@ -39,14 +39,7 @@ impl ToolContext {
     }
 
     /// This run's `once` state, for a tool declared `once`.
-    #[cfg_attr(
-        not(any(
-            feature = "sqlx-postgres",
-            feature = "sqlx-mysql",
-            feature = "sqlx-sqlite"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(sqlx_once), allow(dead_code))]
     pub(crate) fn once_run(&self) -> Option<&Arc<OnceRun>> {
         self.once.as_ref()
     }

@@ -91,18 +91,9 @@ pub use context::ToolContext;
 pub use invoke::{
     CallAttempt, FailureKind, InvokeError, Panicked, TimedOut, ToolAttempt, ToolFailure,
 };
-#[cfg(any(
-    feature = "sqlx-postgres",
-    feature = "sqlx-mysql",
-    feature = "sqlx-sqlite"
-))]
+#[cfg(sqlx_once)]
 pub use once::OnceBackend;
-#[cfg(any(
-    feature = "sqlx-postgres",
-    feature = "sqlx-mysql",
-    feature = "sqlx-sqlite",
-    feature = "tokio-postgres"
-))]
+#[cfg(once_records)]
 pub use once::OnceError;
 pub use once::{BusinessError, Dialect, InvalidTableName, Once, OnceRefused};
 pub use tool::{BoxError, Tool, ToolDescriptor};

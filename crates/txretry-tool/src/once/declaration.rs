@@ -166,14 +166,7 @@ impl Once {
     }
 
     /// The statements for `dialect`, built once.
-    #[cfg_attr(
-        not(any(
-            feature = "sqlx-postgres",
-            feature = "sqlx-mysql",
-            feature = "sqlx-sqlite"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(sqlx_once), allow(dead_code))]
     pub(crate) fn statements(&self, dialect: Dialect) -> &Statements {
         self.inner.statements[dialect as usize]
             .get_or_init(|| Statements::new(dialect, &self.inner.table))

@@ -18,19 +18,9 @@
 mod business;
 mod declaration;
 mod dialect;
-#[cfg(any(
-    feature = "sqlx-postgres",
-    feature = "sqlx-mysql",
-    feature = "sqlx-sqlite",
-    feature = "tokio-postgres"
-))]
+#[cfg(once_records)]
 mod error;
-#[cfg(any(
-    feature = "sqlx-postgres",
-    feature = "sqlx-mysql",
-    feature = "sqlx-sqlite",
-    feature = "tokio-postgres"
-))]
+#[cfg(once_records)]
 mod record;
 mod refused;
 mod run;
@@ -39,30 +29,17 @@ mod table_name;
 #[cfg(feature = "tokio-postgres")]
 mod tokio_postgres;
 
-#[cfg(any(
-    feature = "sqlx-postgres",
-    feature = "sqlx-mysql",
-    feature = "sqlx-sqlite"
-))]
+#[cfg(sqlx_once)]
 mod sqlx;
 
 pub use self::business::BusinessError;
 pub use self::declaration::Once;
 pub use self::dialect::Dialect;
-#[cfg(any(
-    feature = "sqlx-postgres",
-    feature = "sqlx-mysql",
-    feature = "sqlx-sqlite",
-    feature = "tokio-postgres"
-))]
+#[cfg(once_records)]
 pub use self::error::OnceError;
 pub use self::refused::OnceRefused;
 pub(crate) use self::run::OnceRun;
-#[cfg(any(
-    feature = "sqlx-postgres",
-    feature = "sqlx-mysql",
-    feature = "sqlx-sqlite"
-))]
+#[cfg(sqlx_once)]
 pub use self::sqlx::OnceBackend;
 pub(crate) use self::statements::Statements;
 pub use self::table_name::InvalidTableName;

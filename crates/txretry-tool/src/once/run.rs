@@ -46,15 +46,7 @@ impl OnceRun {
     }
 
     /// Called when `ToolContext::once` starts: `Err` when it must not.
-    #[cfg_attr(
-        not(any(
-            feature = "sqlx-postgres",
-            feature = "sqlx-mysql",
-            feature = "sqlx-sqlite",
-            feature = "tokio-postgres"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(once_records), allow(dead_code))]
     pub(crate) fn begin(&self) -> Result<(), OnceRefused> {
         let refused = if self.began.swap(true, Ordering::AcqRel) {
             Some(OnceRefused::SecondTransaction)
@@ -75,15 +67,7 @@ impl OnceRun {
 
     /// Called when the once transaction committed with a recorded output (`business ==
     /// false`) or business error.
-    #[cfg_attr(
-        not(any(
-            feature = "sqlx-postgres",
-            feature = "sqlx-mysql",
-            feature = "sqlx-sqlite",
-            feature = "tokio-postgres"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(once_records), allow(dead_code))]
     pub(crate) fn ended(&self, business: bool) {
         self.ended
             .store(if business { BUSINESS } else { OUTPUT }, Ordering::Release);
@@ -92,15 +76,7 @@ impl OnceRun {
     /// Forgets the scope's last recorded attempt, the claim that found no table (its runner
     /// stopped on it at once: a permanent failure): the once layer's own business, not an
     /// attempt of the call. The attempts recorded before it stay the run's.
-    #[cfg_attr(
-        not(any(
-            feature = "sqlx-postgres",
-            feature = "sqlx-mysql",
-            feature = "sqlx-sqlite",
-            feature = "tokio-postgres"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(once_records), allow(dead_code))]
     pub(crate) fn forget_missing_table_claim(&self) {
         let mut attempts = self.scope.take_attempts();
         attempts.pop();

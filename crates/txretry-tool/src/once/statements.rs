@@ -67,15 +67,7 @@ pub(crate) fn migrate_lock_name(table: &str) -> String {
 
 /// Every statement the records need, for one database and table. Built only from fixed
 /// strings and the checked table name; values are always bound.
-#[cfg_attr(
-    not(any(
-        feature = "sqlx-postgres",
-        feature = "sqlx-mysql",
-        feature = "sqlx-sqlite",
-        feature = "tokio-postgres"
-    )),
-    allow(dead_code)
-)]
+#[cfg_attr(not(once_records), allow(dead_code))]
 #[derive(Clone)]
 pub(crate) struct Statements {
     /// The DDL, statements separated by `;\n`.
