@@ -2,27 +2,16 @@
 //! (`GET_LOCK`). Two pools stand in for two processes: each has its own policy and its own
 //! `Admission`, so only the database can make them take turns. Every wait is observed in
 //! `information_schema.processlist`, and every lock with `IS_USED_LOCK`, never timed. The
-//! scenarios every driver has are in `tests/shared/admission/`; [`Db`] is how they run here.
-//! The ones here are MySQL's own.
-
-use std::sync::Arc;
-use std::time::Duration;
+//! scenarios are in `tests/shared/admission/`; [`Db`] is how they run here.
 
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use sqlx::{Executor, MySqlConnection};
-use tokio::sync::{Notify, mpsc};
-use txretry::{Admission, Code, RetryPolicy, TransientKind, TxError, TxOptions, Verdict};
-use txretry_testkit::intervals::{WAIT, policy, shared};
-use txretry_testkit::wait::{poll_until, within};
+use txretry::{RetryPolicy, TxOptions};
 
 use crate::admission::{
     Binary, Driver, Failed, Interval, OnRow, Server, Started, Then, lock_name, lock_wait_timed_out,
 };
 use crate::common::{connect, exec, sql};
-
-fn url(test: &str) -> Option<String> {
-    txretry_testkit::mysql_url(test)
-}
 
 /// A pool standing in for one process; its sessions run `setup` first, if any.
 async fn process(url: &str, max_connections: u32, setup: Option<&'static str>) -> MySqlPool {
@@ -41,13 +30,6 @@ async fn process(url: &str, max_connections: u32, setup: Option<&'static str>) -
         .unwrap()
 }
 
-/// The key a test's transactions contend on, and the name of its named lock.
-fn key(name: &str, n: i64) -> ((String, i64), String) {
-    let key = (name.to_string(), n);
-    let lock = lock_name(&key);
-    (key, lock)
-}
-
 /// The session holding named lock `lock`, if any (`IS_USED_LOCK`).
 async fn lock_holder(observer: &mut MySqlConnection, lock: &str) -> Option<u64> {
     sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS UNSIGNED)")
@@ -55,26 +37,6 @@ async fn lock_holder(observer: &mut MySqlConnection, lock: &str) -> Option<u64> 
         .fetch_one(observer)
         .await
         .unwrap()
-}
-
-/// Waits until a session waits in `GET_LOCK` on `lock` (with `WAIT`), and returns its id.
-async fn wait_for_get_lock(observer: &mut MySqlConnection, lock: &str) -> u64 {
-    // The runner's one statement for all its keys calls `GET_LOCK('<lock>', <seconds>)`.
-    let statement = format!("GET_LOCK('{lock}', {})", WAIT.as_secs());
-    let mut waiter = None;
-    poll_until(format!("nobody ever waited in {statement}"), async || {
-        waiter = sqlx::query_scalar(
-            "SELECT CAST(id AS UNSIGNED) FROM information_schema.processlist
-                 WHERE INSTR(info, ?) > 0 AND state = 'User lock'",
-        )
-        .bind(&statement)
-        .fetch_optional(&mut *observer)
-        .await
-        .unwrap();
-        waiter.is_some()
-    })
-    .await;
-    waiter.unwrap()
 }
 
 /// sqlx on MySQL for the scenarios of `tests/shared/admission/`.
@@ -194,194 +156,4 @@ impl Driver for Db {
     ) -> Result<(), Failed> {
         crate::admission_run::run(pool, policy, options, started, then).await
     }
-}
-
-/// A transaction under `options`' keys that does nothing (the runner's future).
-fn nothing(
-    pool: &MySqlPool,
-    policy: &RetryPolicy,
-    options: &TxOptions,
-) -> impl Future<Output = Result<(), TxError<sqlx::Error>>> + Send + use<> {
-    txretry::sqlx::transaction_with(pool, policy, options, async |_tx| Ok::<_, sqlx::Error>(()))
-}
-
-type Held = tokio::task::JoinHandle<Result<(), TxError<sqlx::Error>>>;
-
-/// A transaction that holds `key` until `release` is notified; `holding` gets the session
-/// id once it runs (inside the transaction, after its locks).
-fn hold(
-    pool: &MySqlPool,
-    options: &TxOptions,
-    holding: mpsc::UnboundedSender<u64>,
-    release: Arc<Notify>,
-) -> Held {
-    tokio::spawn(txretry::sqlx::transaction_with(
-        pool,
-        &policy(shared(), 1),
-        options,
-        async move |tx| {
-            let me: u64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
-                .fetch_one(&mut **tx)
-                .await?;
-            holding.send(me).unwrap();
-            release.notified().await;
-            Ok::<_, sqlx::Error>(())
-        },
-    ))
-}
-
-/// After a commit, a business error, a database error and a lock not granted in time, the
-/// connection goes back to the pool (the same session serves every call) holding no named
-/// lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_go_back_to_the_pool_without_named_locks() {
-    let Some(url) = url("sqlx-mysql admission_db pool") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_my_pool");
-    let keys: Vec<_> = (0..3).map(|n| key(&name, n)).collect();
-    let all = keys.iter().fold(TxOptions::new(), |options, (key, _)| {
-        options.contends_on(key.clone())
-    });
-    let pool = process(&url, 1, None).await;
-    let policy = policy(Admission::per_key().in_database(Duration::from_secs(1)), 1);
-    let mut observer = connect(&url).await;
-    let session: u64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-
-    async fn no_lock_held(
-        observer: &mut MySqlConnection,
-        keys: &[((String, i64), String)],
-        after: &str,
-    ) {
-        for (_, lock) in keys {
-            assert_eq!(
-                lock_holder(observer, lock).await,
-                None,
-                "{lock} after {after}"
-            );
-        }
-    }
-
-    // A commit, holding all three keys inside.
-    let inside = txretry::sqlx::transaction_with(&pool, &policy, &all, async |tx| {
-        let mut holders = Vec::new();
-        for (_, lock) in &keys {
-            holders.push(lock_holder(tx, lock).await);
-        }
-        let me: u64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
-            .fetch_one(&mut **tx)
-            .await?;
-        Ok::<_, sqlx::Error>((me, holders))
-    })
-    .await
-    .unwrap();
-    assert_eq!(inside.0, session);
-    assert_eq!(
-        inside.1,
-        vec![Some(session); 3],
-        "held while the transaction ran"
-    );
-    no_lock_held(&mut observer, &keys, "a commit").await;
-
-    // A business error.
-    let err = txretry::sqlx::transaction_with(&pool, &policy, &all, async |_tx| {
-        Err::<(), _>(sqlx::Error::RowNotFound)
-    })
-    .await
-    .unwrap_err();
-    assert_eq!(err.outcome().verdict(), Verdict::Permanent);
-    no_lock_held(&mut observer, &keys, "a business error").await;
-
-    // A database error.
-    let err = txretry::sqlx::transaction_with(&pool, &policy, &all, async |tx| {
-        sqlx::query(sql(format!("SELECT * FROM {name}_missing")))
-            .execute(&mut **tx)
-            .await
-    })
-    .await
-    .unwrap_err();
-    assert_eq!(err.outcome().code(), Some(Code::MySql(1146)));
-    no_lock_held(&mut observer, &keys, "a database error").await;
-
-    // A lock not granted in time: the observer holds the last key.
-    let last = &keys[2].1;
-    let got: i64 = sqlx::query_scalar(sql(format!("SELECT GET_LOCK('{last}', 0)")))
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    assert_eq!(got, 1);
-    let err = within(nothing(&pool, &policy, &all)).await.unwrap_err();
-    assert_eq!(
-        err.outcome().verdict(),
-        Verdict::Transient(TransientKind::LockTimeout)
-    );
-    // The keys before it in lock order were granted in the same statement; the refusal
-    // names the one that was not.
-    assert!(err.to_string().contains(&format!("'{last}'")), "{err}");
-    let observer_id: u64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-    assert_eq!(lock_holder(&mut observer, last).await, Some(observer_id));
-    exec(&mut observer, "DO RELEASE_ALL_LOCKS()".into()).await;
-    no_lock_held(&mut observer, &keys, "a lock not granted").await;
-
-    let still: u64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(still, session, "the one connection was pooled every time");
-}
-
-/// `KILL QUERY` on a waiting `GET_LOCK` makes it return NULL: the attempt fails with
-/// 1317 (interrupted), which is permanent, and the session goes back to the pool clean.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_interrupted_wait_is_permanent() {
-    let Some(url) = url("sqlx-mysql admission_db interrupted") else {
-        return;
-    };
-    let name = txretry_testkit::unique_name("adm_my_interrupted");
-    let (key, lock) = key(&name, 1);
-    let options = TxOptions::new().contends_on(key);
-    let (pool_a, pool_b) = (process(&url, 1, None).await, process(&url, 1, None).await);
-    let mut observer = connect(&url).await;
-
-    let (holding, mut held) = mpsc::unbounded_channel();
-    let release = Arc::new(Notify::new());
-    let holder = hold(&pool_a, &options, holding, release.clone());
-    let holder_id = within(held.recv()).await.unwrap();
-
-    let waiter = tokio::spawn(nothing(&pool_b, &policy(shared(), 3), &options));
-    let waiter_id = wait_for_get_lock(&mut observer, &lock).await;
-    exec(&mut observer, format!("KILL QUERY {waiter_id}")).await;
-    let err = within(waiter).await.unwrap().expect_err("interrupted");
-    let outcome = err.outcome();
-    assert_eq!(outcome.verdict(), Verdict::Permanent, "{err:?}");
-    assert_eq!(outcome.code(), Some(Code::MySql(1317)));
-    assert_eq!(outcome.attempts(), 1, "not retried");
-    let refused = err
-        .error()
-        .as_database_error()
-        .and_then(|db| db.try_downcast_ref::<txretry::sqlx::LockNotGranted>())
-        .expect("the runner's own error");
-    assert!(!refused.timed_out());
-    assert_eq!(refused.number(), 1317);
-    assert_eq!(
-        lock_holder(&mut observer, &lock).await,
-        Some(holder_id),
-        "only A's"
-    );
-    // B's session went back to the pool.
-    let again: u64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
-        .fetch_one(&pool_b)
-        .await
-        .unwrap();
-    assert_eq!(again, waiter_id);
-
-    release.notify_one();
-    within(holder).await.unwrap().unwrap();
-    assert_eq!(lock_holder(&mut observer, &lock).await, None);
 }

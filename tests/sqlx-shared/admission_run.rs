@@ -33,9 +33,12 @@ pub async fn run(
                     .await?;
             }
             Then::Select(query, to) => {
-                let selected: i64 = sqlx::query_scalar(*query).fetch_one(&mut **tx).await?;
+                let selected: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(query.clone()))
+                    .fetch_one(&mut **tx)
+                    .await?;
                 let _ = to.send(selected);
             }
+            Then::Refuse => return Err(sqlx::Error::RowNotFound),
         }
         Ok::<_, sqlx::Error>(())
     })

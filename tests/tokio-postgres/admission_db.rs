@@ -199,7 +199,13 @@ impl Driver for Db {
                 Then::WaitFor(release) => release.notified().await,
                 Then::SleepInServer => tx.batch_execute(server.sleep_a_minute()).await?,
                 Then::Select(query, to) => {
-                    let _ = to.send(tx.query_one(*query, &[]).await?.get(0));
+                    let _ = to.send(tx.query_one(query, &[]).await?.get(0));
+                }
+                // tokio-postgres's error cannot be made by an application: the business
+                // error is raised by the server, as a PL/pgSQL function would (P0001).
+                Then::Refuse => {
+                    tx.batch_execute("DO $$ BEGIN RAISE EXCEPTION 'refund refused'; END $$")
+                        .await?
                 }
             }
             Ok::<_, tokio_postgres::Error>(())

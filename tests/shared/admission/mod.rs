@@ -179,6 +179,72 @@ impl Server {
         }
     }
 
+    /// How many of `keys`' locks the session running it holds.
+    fn held_here(&self, keys: &[(String, i64)]) -> String {
+        match self {
+            Server::Postgres => {
+                let ids: Vec<String> = keys
+                    .iter()
+                    .map(|key| KeyHash::of(key).to_i64().to_string())
+                    .collect();
+                format!(
+                    "SELECT count(*)::bigint FROM pg_locks WHERE locktype = 'advisory'
+                     AND objsubid = 1 AND granted AND pid = pg_backend_pid()
+                     AND ((classid::bigint << 32) | objid::bigint) IN ({})",
+                    ids.join(", ")
+                )
+            }
+            Server::MySql => {
+                let held: Vec<String> = keys
+                    .iter()
+                    .map(|key| {
+                        format!(
+                            "COALESCE(IS_USED_LOCK('{}') = CONNECTION_ID(), 0)",
+                            lock_name(key)
+                        )
+                    })
+                    .collect();
+                format!("SELECT CAST({} AS SIGNED)", held.join(" + "))
+            }
+        }
+    }
+
+    /// Cancels the statement session `id` is running (its session stays).
+    fn cancel(&self, id: i64) -> String {
+        match self {
+            Server::Postgres => format!("SELECT pg_cancel_backend({id})"),
+            Server::MySql => format!("KILL QUERY {id}"),
+        }
+    }
+
+    /// A statement on a missing table: a database error the runner does not retry.
+    fn missing_table(&self, table: &str) -> String {
+        format!("SELECT count(*) FROM {table}_missing")
+    }
+
+    /// What the driver reports when the runner's wait for `key`'s lock was cancelled
+    /// ([`Server::cancel`]): Postgres's `query_canceled` (57014); on MySQL the runner's
+    /// 1317 (`GET_LOCK` returned NULL), which names the lock. Both permanent.
+    fn wait_cancelled(&self, key: &(String, i64)) -> Refusal {
+        match self {
+            Server::Postgres => Refusal {
+                code: Code::SqlState(SqlState::new("57014").unwrap()),
+                sqlstate: "57014",
+                number: None,
+                message_starts: None,
+            },
+            Server::MySql => Refusal {
+                code: Code::MySql(1317),
+                sqlstate: "70100",
+                number: Some(1317),
+                message_starts: Some(format!(
+                    "txretry admission: the wait for named lock '{}' was interrupted",
+                    lock_name(key)
+                )),
+            },
+        }
+    }
+
     /// What the driver reports when the runner's lock of `key` was not granted within the
     /// wait: Postgres's own `lock_timeout` (55P03); on MySQL the runner's 1205 (SQLSTATE
     /// HY000), which names the lock, for a `GET_LOCK` that timed out.
@@ -244,7 +310,9 @@ pub enum Then {
     /// Sleeps a minute in the server ([`Server::sleep_a_minute`]).
     SleepInServer,
     /// Sends the one integer the query selects, then commits.
-    Select(&'static str, Started),
+    Select(String, Started),
+    /// Fails with an error of the application's, not the database's: a business error.
+    Refuse,
 }
 
 /// Where a transaction of [`Driver::run`] sends its session's id, each time it runs (and

@@ -1,7 +1,8 @@
 //! A key's holder and its waiter, two processes of one session each: the holder's session
-//! killed, the waiter's attempt dropped while the server has it waiting, and a wait not
-//! granted in time. Every wait is observed on the server ([`Server::waiting_for`]), never
-//! timed.
+//! killed, the waiter's attempt dropped while the server has it waiting, its wait cancelled
+//! on the server, a wait not granted in time; and one session through every way a
+//! transaction ends, holding no lock after any. Every wait is observed on the server
+//! ([`Server::waiting_for`]), never timed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,10 +90,10 @@ async fn select(
     worker: &mut <Db as Driver>::Worker,
     policy: &RetryPolicy,
     options: &TxOptions,
-    query: &'static str,
+    query: impl Into<String>,
 ) -> (i64, i64) {
     let (started, mut ran) = mpsc::unbounded_channel();
-    let then = Then::Select(query, started.clone());
+    let then = Then::Select(query.into(), started.clone());
     within(Db::run(worker, policy, options, started, then))
         .await
         .unwrap();
@@ -285,5 +286,147 @@ async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
         (b_id, 1)
     );
     assert_eq!(Db::key_holders(url, key).await, 0);
+    two.close().await;
+}
+
+/// Runs one transaction on `worker` that must fail; returns the session ids its attempts
+/// ran on, and how it failed.
+async fn fails(
+    worker: &mut <Db as Driver>::Worker,
+    policy: &RetryPolicy,
+    options: &TxOptions,
+    then: Then,
+) -> (Vec<i64>, Failed) {
+    let (started, mut ran) = mpsc::unbounded_channel();
+    let failed = within(Db::run(worker, policy, options, started, then))
+        .await
+        .expect_err("the transaction fails");
+    let mut ids = Vec::new();
+    while let Ok(id) = ran.try_recv() {
+        ids.push(id);
+    }
+    (ids, failed)
+}
+
+/// After a commit, a business error, a database error and a lock not granted in time, a
+/// worker's one session goes back holding none of the keys' locks and serves the next
+/// transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_goes_back_holding_no_lock_after_every_ending() {
+    let Some(url) = url("every ending") else {
+        return;
+    };
+    let url = &url;
+    let two = Two::new(url, "ending", None).await;
+    let name = &two.key.0;
+    let keys = [two.key.clone(), key(name, 2), key(name, 3)];
+    let all = keys.iter().fold(TxOptions::new(), |options, key| {
+        options.contends_on(key.clone())
+    });
+    let policy = policy(Admission::per_key().in_database(Duration::from_secs(1)), 1);
+    let mut worker = Db::worker(&two.b).await;
+    let no_lock_held = async |after: &str| {
+        for key in &keys {
+            let holders = Db::key_holders(url, key).await;
+            assert_eq!(holders, 0, "{key:?} after {after}");
+        }
+    };
+
+    // A commit, holding the three keys inside.
+    let (session, held) = select(&mut worker, &policy, &all, SERVER.held_here(&keys)).await;
+    assert_eq!(held, 3, "held while the transaction ran");
+    no_lock_held("a commit").await;
+
+    // A business error.
+    let (ran_on, failed) = fails(&mut worker, &policy, &all, Then::Refuse).await;
+    assert_eq!(failed.outcome.verdict(), Verdict::Permanent, "{failed:?}");
+    assert_eq!(ran_on, [session]);
+    no_lock_held("a business error").await;
+
+    // A database error: a missing table (42P01 on Postgres, 42S02 on MySQL).
+    let (selected, _) = mpsc::unbounded_channel();
+    let missing = Then::Select(SERVER.missing_table(name), selected);
+    let (ran_on, failed) = fails(&mut worker, &policy, &all, missing).await;
+    assert_eq!(failed.outcome.verdict(), Verdict::Permanent, "{failed:?}");
+    let undefined_table = match SERVER {
+        Server::Postgres => "42P01",
+        Server::MySql => "42S02",
+    };
+    assert_eq!(failed.said.sqlstate.as_deref(), Some(undefined_table));
+    assert_eq!(ran_on, [session]);
+    no_lock_held("a database error").await;
+
+    // A lock not granted in time: process A holds the first key. The refusal names it
+    // (on MySQL, where the keys are asked for in one statement).
+    let release = Arc::new(Notify::new());
+    let (holder, holder_id) = two.a_holds(url, &release).await;
+    let (ran_on, failed) = fails(&mut worker, &policy, &all, Then::Commit).await;
+    assert_eq!(
+        failed.outcome.verdict(),
+        Verdict::Transient(TransientKind::LockTimeout),
+        "{failed:?}"
+    );
+    SERVER.lock_timeout(&two.key).assert(&failed);
+    assert!(ran_on.is_empty(), "the body never ran");
+    two.assert_held_by(url, holder_id, "only A's").await;
+    for key in &keys[1..] {
+        assert_eq!(Db::key_holders(url, key).await, 0, "{key:?} let go");
+    }
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    no_lock_held("a lock not granted").await;
+
+    let (again, _) = select(&mut worker, &policy, &all, SERVER.session_id()).await;
+    assert_eq!(again, session, "the one session served every transaction");
+    no_lock_held("the last commit").await;
+    two.close().await;
+}
+
+/// A wait for a key cancelled on the server (`pg_cancel_backend`, `KILL QUERY`) fails the
+/// attempt for good: permanent, not retried, and the session goes back clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_is_permanent() {
+    let Some(url) = url("cancelled wait") else {
+        return;
+    };
+    let url = &url;
+    let two = Two::new(url, "cancelwait", None).await;
+    let release = Arc::new(Notify::new());
+    let (holder, holder_id) = two.a_holds(url, &release).await;
+
+    let (started, mut b_ran) = mpsc::unbounded_channel();
+    let mut worker_b = Db::worker(&two.b).await;
+    let waiter = tokio::spawn({
+        let options = two.options.clone();
+        async move {
+            let policy = policy(shared(), 3);
+            let result = Db::run(&mut worker_b, &policy, &options, started, Then::Commit).await;
+            (worker_b, result)
+        }
+    });
+    let waiter_id = waiter_of(url, &two.key).await;
+    Db::exec(url, SERVER.cancel(waiter_id)).await;
+    let (mut worker_b, result) = within(waiter).await.unwrap();
+    let failed = result.expect_err("the wait was cancelled");
+    assert_eq!(failed.outcome.verdict(), Verdict::Permanent, "{failed:?}");
+    SERVER.wait_cancelled(&two.key).assert(&failed);
+    assert_eq!(failed.outcome.attempts(), 1, "not retried");
+    assert!(b_ran.try_recv().is_err(), "B's body never ran");
+    two.assert_held_by(url, holder_id, "only A's").await;
+
+    // B's session went back clean: the next transaction runs on it.
+    let unkeyed = TxOptions::new();
+    let (b_id, _) = select(
+        &mut worker_b,
+        &policy(shared(), 1),
+        &unkeyed,
+        SERVER.session_id(),
+    )
+    .await;
+    assert_eq!(b_id, waiter_id, "on the session that waited");
+
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    assert_eq!(Db::key_holders(url, &two.key).await, 0);
     two.close().await;
 }
