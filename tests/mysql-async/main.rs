@@ -20,3 +20,6 @@ mod options;
 mod send_spawn;
 mod swallowed_deadlock;
 mod unique_violation;
+
+#[path = "../shared/transfers.rs"]
+mod transfers;

@@ -14,3 +14,6 @@ mod options;
 mod read_only;
 mod threads;
 mod unique_violation;
+
+#[path = "../shared/transfers.rs"]
+mod transfers;

@@ -21,3 +21,8 @@ mod dialect;
 mod lock_wait_timeout;
 mod options;
 mod unique;
+
+#[path = "../sqlx-shared/bank.rs"]
+mod bank;
+#[path = "../shared/transfers.rs"]
+mod transfers;

@@ -26,3 +26,8 @@ mod serialization;
 mod spawn;
 mod swallowed_error;
 mod unique;
+
+#[path = "../sqlx-shared/bank.rs"]
+mod bank;
+#[path = "../shared/transfers.rs"]
+mod transfers;

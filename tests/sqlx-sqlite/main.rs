@@ -10,3 +10,8 @@ mod contention;
 mod options;
 mod spawn;
 mod unique;
+
+#[path = "../sqlx-shared/bank.rs"]
+mod bank;
+#[path = "../shared/transfers.rs"]
+mod transfers;

@@ -24,3 +24,6 @@ mod serialization;
 mod service_spawn;
 mod swallowed_error;
 mod unique_violation;
+
+#[path = "../shared/transfers.rs"]
+mod transfers;

@@ -1,0 +1,93 @@
+//! [`Bank`](crate::transfers::Bank) for sqlx, on any of its databases: one pool, which
+//! every worker clones. A macro over the pool type, as sqlx's executor bounds for a generic
+//! database would outweigh the code.
+
+/// Defines `SqlxBank`, a [`Bank`](crate::transfers::Bank) over a `$pool` on `$dialect`.
+macro_rules! sqlx_bank {
+    ($pool:ty, $dialect:expr) => {
+        /// sqlx for the transfers of `tests/shared/transfers.rs`.
+        pub struct SqlxBank(pub $pool);
+
+        impl crate::transfers::Bank for SqlxBank {
+            const DIALECT: crate::transfers::Dialect = $dialect;
+            type Worker = $pool;
+
+            async fn worker(&self) -> $pool {
+                self.0.clone()
+            }
+
+            async fn exec(&self, text: String) {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(text))
+                    .execute(&self.0)
+                    .await
+                    .unwrap();
+            }
+
+            async fn query_i64(&self, text: String) -> i64 {
+                sqlx::query_scalar(sqlx::AssertSqlSafe(text))
+                    .fetch_one(&self.0)
+                    .await
+                    .unwrap()
+            }
+
+            async fn transfer(
+                pool: &mut $pool,
+                policy: &txretry::RetryPolicy,
+                options: &txretry::TxOptions,
+                sql: std::sync::Arc<crate::transfers::Sql>,
+                t: crate::transfers::Transfer,
+                runs: std::sync::Arc<std::sync::atomic::AtomicU32>,
+            ) -> Result<(), String> {
+                use sqlx::AssertSqlSafe as Safe;
+                txretry::sqlx::transaction_with(&*pool, policy, options, async move |tx| {
+                    runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if let Some(prelude) = sql.prelude {
+                        sqlx::query(prelude).execute(&mut **tx).await?;
+                    }
+                    let balance: i64 = sqlx::query_scalar(Safe(sql.balance.clone()))
+                        .bind(t.src)
+                        .fetch_one(&mut **tx)
+                        .await?;
+                    sqlx::query(Safe(sql.debit.clone()))
+                        .bind(balance - t.amount)
+                        .bind(t.src)
+                        .execute(&mut **tx)
+                        .await?;
+                    sqlx::query(Safe(sql.credit.clone()))
+                        .bind(t.amount)
+                        .bind(t.dst)
+                        .execute(&mut **tx)
+                        .await?;
+                    sqlx::query(Safe(sql.record.clone()))
+                        .bind(t.task)
+                        .bind(t.seq)
+                        .bind(t.src)
+                        .bind(t.dst)
+                        .bind(t.amount)
+                        .execute(&mut **tx)
+                        .await?;
+                    Ok::<_, sqlx::Error>(())
+                })
+                .await
+                .map_err(|err| err.to_string())
+            }
+
+            async fn read(
+                pool: &mut $pool,
+                policy: &txretry::RetryPolicy,
+                options: &txretry::TxOptions,
+                text: String,
+            ) -> Result<i64, String> {
+                txretry::sqlx::transaction_with(&*pool, policy, options, async move |tx| {
+                    sqlx::query_scalar(sqlx::AssertSqlSafe(text.clone()))
+                        .fetch_one(&mut **tx)
+                        .await
+                })
+                .await
+                .map_err(|err| err.to_string())
+            }
+        }
+    };
+}
+
+pub(crate) use sqlx_bank;
