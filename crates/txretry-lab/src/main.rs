@@ -38,7 +38,6 @@ mod lab;
 mod multi;
 mod presets;
 mod progress;
-mod redact;
 mod report;
 mod run;
 mod server;
@@ -162,7 +161,7 @@ fn clap_exit(error: &clap::Error) -> ExitCode {
         return ExitCode::from(code);
     }
     let secrets: Vec<String> = std::env::args()
-        .flat_map(|arg| redact::passwords_in(&arg))
+        .flat_map(|arg| txretry::sqlx::redact::passwords_in(&arg))
         .collect();
     let rendered = error.render();
     let text = if std::io::stderr().is_terminal() {
@@ -170,6 +169,6 @@ fn clap_exit(error: &clap::Error) -> ExitCode {
     } else {
         rendered.to_string()
     };
-    eprint!("{}", redact::scrub(&text, &secrets));
+    eprint!("{}", txretry::sqlx::redact::scrub(&text, &secrets));
     ExitCode::from(code)
 }

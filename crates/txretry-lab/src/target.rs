@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::redact::{passwords_in, redact_url, scrub};
+use txretry::sqlx::redact::{passwords_in, redact_url, scrub};
 
 /// The database a run goes to.
 #[derive(Clone, PartialEq, Eq)]

@@ -171,6 +171,8 @@ mod codes;
 mod own_error;
 #[cfg(feature = "postgres")]
 mod primary;
+#[doc(hidden)]
+pub mod redact;
 mod runner;
 
 #[cfg(feature = "mysql")]

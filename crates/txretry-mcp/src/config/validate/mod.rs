@@ -9,7 +9,9 @@ use serde_saphyr::{Location, Spanned};
 use txretry_core::RetryPolicy;
 use txretry_tool::PolicyConfig;
 
-use super::env::{expand, redact};
+use txretry_sqlx::redact::redact_url as redact;
+
+use super::env::expand;
 use super::file::File;
 use super::{Config, ConfigError, Engine, Located, Source, TokenPlan};
 

@@ -1,5 +1,7 @@
-//! Keeping passwords out of everything the lab prints: the `--db` URL itself, and any text
-//! (a driver's error message, a usage error) that might echo it.
+//! Keeping passwords out of what txretry's binaries print (txretry-lab, txretry-mcp): a
+//! database URL itself, and any text (a driver's error message, a usage error) that might
+//! echo it. Here, next to the multi-host URL parsing of `PrimaryPool`,
+//! so that every binary masks the same way; hidden, not part of txretry-sqlx's API.
 
 use url::Url;
 
