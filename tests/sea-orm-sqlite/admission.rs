@@ -4,20 +4,15 @@
 
 use std::time::Duration;
 
-use sea_orm::{ConnectionTrait, DbErr, Statement};
+use sea_orm::DbErr;
 use txretry::{Admission, Backoff, RetryPolicy, SqliteBegin, TxOptions};
 
-use crate::common::{Seen, exec, scalar, setup, within};
+use crate::common::{Seen, counter, read_counter, scalar, setup, within, write_counter};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writers_on_one_key_take_turns_and_never_collide() {
     let (_dir, db) = setup(4).await;
-    exec(
-        &db,
-        "CREATE TABLE counter (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)",
-    )
-    .await;
-    exec(&db, "INSERT INTO counter VALUES (1, 0)").await;
+    counter(&db).await;
 
     let seen = Seen::default();
     let policy = seen
@@ -39,22 +34,10 @@ async fn writers_on_one_key_take_turns_and_never_collide() {
                 &policy,
                 &options,
                 async move |tx| {
-                    let read = Statement::from_string(
-                        tx.get_database_backend(),
-                        "SELECT v FROM counter WHERE id = 1",
-                    );
-                    let v: i64 = tx
-                        .query_one_raw(read)
-                        .await?
-                        .expect("one row")
-                        .try_get_by_index(0)?;
+                    let v = read_counter(tx).await?;
                     // Long enough for every other task to read too, were it let in.
                     tokio::time::sleep(Duration::from_millis(20)).await;
-                    tx.execute_unprepared(&format!(
-                        "UPDATE counter SET v = {} WHERE id = 1",
-                        v + 1
-                    ))
-                    .await?;
+                    write_counter(tx, v + 1).await?;
                     Ok::<_, DbErr>(())
                 },
             ))

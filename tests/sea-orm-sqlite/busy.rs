@@ -4,12 +4,14 @@
 use std::sync::Arc;
 
 use sea_orm::{
-    ConnectionTrait, DbErr, SqliteTransactionMode, Statement, TransactionOptions, TransactionTrait,
+    ConnectionTrait, DbErr, SqliteTransactionMode, TransactionOptions, TransactionTrait,
 };
 use tokio::sync::{Barrier, Notify};
 use txretry::{Code, Phase, SqliteBegin, TransientKind, TxOptions, Verdict};
 
-use crate::common::{Seen, connect, exec, policy, scalar, setup, within};
+use crate::common::{
+    Seen, connect, counter, exec, policy, read_counter, scalar, setup, within, write_counter,
+};
 
 /// Two DEFERRED transactions read the counter, then both write it back plus one. The
 /// second writer finds the write lock taken (5) or its snapshot stale (517); a
@@ -17,12 +19,7 @@ use crate::common::{Seen, connect, exec, policy, scalar, setup, within};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deferred_writers_collide_and_the_loser_is_rerun_whole() {
     let (_dir, db) = setup(2).await;
-    exec(
-        &db,
-        "CREATE TABLE counter (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)",
-    )
-    .await;
-    exec(&db, "INSERT INTO counter VALUES (1, 0)").await;
+    counter(&db).await;
 
     let seen = Seen::default();
     let policy = policy(20, &seen);
@@ -38,24 +35,14 @@ async fn deferred_writers_collide_and_the_loser_is_rerun_whole() {
             &deferred,
             async move |tx| {
                 attempt += 1;
-                // A read can be busy too: it fails the attempt, it does not panic.
-                let read = Statement::from_string(
-                    tx.get_database_backend(),
-                    "SELECT v FROM counter WHERE id = 1",
-                );
-                let v: i64 = tx
-                    .query_one_raw(read)
-                    .await?
-                    .expect("one row")
-                    .try_get_by_index(0)?;
+                let v = read_counter(tx).await?;
                 if attempt == 1 {
                     both_read.wait().await;
                     if !winner {
                         winner_wrote.notified().await;
                     }
                 }
-                tx.execute_unprepared(&format!("UPDATE counter SET v = {} WHERE id = 1", v + 1))
-                    .await?;
+                write_counter(tx, v + 1).await?;
                 if attempt == 1 && winner {
                     winner_wrote.notify_one();
                 }

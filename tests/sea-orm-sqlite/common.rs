@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use sea_orm::sqlx::sqlite::SqliteJournalMode;
 use sea_orm::{
-    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, Statement, TryGetable,
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbErr,
+    Statement, TryGetable,
 };
 use tempfile::TempDir;
 use txretry::RetryPolicy;
@@ -39,6 +40,33 @@ pub async fn connect(dir: &TempDir, max_connections: u32) -> DatabaseConnection 
 /// Runs SQL (no parameters) on a connection or a transaction.
 pub async fn exec(db: &impl ConnectionTrait, sql: &str) {
     db.execute_unprepared(sql).await.unwrap();
+}
+
+/// A one-row counter at 0, for transactions that read it and write it back plus one: two
+/// of them side by side lose an update unless one is rolled back and run again.
+pub async fn counter(db: &DatabaseConnection) {
+    exec(
+        db,
+        "CREATE TABLE counter (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)",
+    )
+    .await;
+    exec(db, "INSERT INTO counter VALUES (1, 0)").await;
+}
+
+/// The counter, read inside a transaction (a read can be busy too: it fails the attempt).
+pub async fn read_counter(tx: &DatabaseTransaction) -> Result<i64, DbErr> {
+    let read = Statement::from_string(tx.get_database_backend(), "SELECT v FROM counter");
+    tx.query_one_raw(read)
+        .await?
+        .ok_or(DbErr::RecordNotFound("counter".into()))?
+        .try_get_by_index(0)
+}
+
+/// Sets the counter to `v` inside a transaction.
+pub async fn write_counter(tx: &DatabaseTransaction, v: i64) -> Result<(), DbErr> {
+    tx.execute_unprepared(&format!("UPDATE counter SET v = {v}"))
+        .await
+        .map(drop)
 }
 
 /// The one value `sql` returns.
