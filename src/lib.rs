@@ -11,6 +11,7 @@
 //! | `tokio-postgres` | `txretry::tokio_postgres` | tokio-postgres 0.7 |
 //! | `mysql_async` | `txretry::mysql_async` | mysql_async 0.37 |
 //! | `rusqlite` | `txretry::rusqlite` | rusqlite 0.39 (blocking) |
+//! | `sea-orm-postgres`, `sea-orm-mysql`, `sea-orm-sqlite` | `txretry::sea_orm` | SeaORM 2 on its sqlx drivers |
 //!
 //! The four things to know:
 //! - a **policy** ([`RetryPolicy`]) says how to retry: attempts, backoff, which kinds;
@@ -83,6 +84,15 @@ pub use txretry_mysql_async as mysql_async;
 /// rusqlite (feature `rusqlite`, blocking): error codes and a retrying transaction runner.
 #[cfg(feature = "rusqlite")]
 pub use txretry_rusqlite as rusqlite;
+
+/// SeaORM 2 (features `sea-orm-postgres`, `sea-orm-mysql`, `sea-orm-sqlite`): `DbErr`'s
+/// codes, read through the sqlx error inside it, and a retrying transaction runner.
+#[cfg(any(
+    feature = "sea-orm-postgres",
+    feature = "sea-orm-mysql",
+    feature = "sea-orm-sqlite"
+))]
+pub use txretry_sea_orm as sea_orm;
 
 /// Transactional tools for LLM agents (feature `tool`): a [`Toolbox`](tool::Toolbox) whose
 /// every invocation has one retry budget shared by the runners its handler calls, restart

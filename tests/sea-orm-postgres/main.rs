@@ -1,0 +1,19 @@
+//! Integration tests of `txretry::sea_orm` on PostgreSQL (feature `sea-orm-postgres`):
+//! deadlocks and serialization failures provoked for real between two sessions and
+//! recovered by the runner; options really applied; business errors; the commit boundary
+//! through a fault-injecting proxy; an error the closure swallowed. Needs
+//! `TXRETRY_POSTGRES_URL` (or Docker); see txretry-testkit.
+
+// Tests written once for SeaORM on PostgreSQL and on MySQL; `dialect` says how they differ.
+#[path = "../sea-orm-shared/business.rs"]
+mod business;
+#[path = "../sea-orm-shared/commit_fault.rs"]
+mod commit_fault;
+#[path = "../sea-orm-shared/common.rs"]
+mod common;
+#[path = "../sea-orm-shared/deadlock.rs"]
+mod deadlock;
+mod dialect;
+mod options;
+mod serialization;
+mod swallowed_error;

@@ -1,0 +1,9 @@
+//! Integration tests of `txretry::sea_orm` on SQLite (feature `sea-orm-sqlite`):
+//! `SQLITE_BUSY` provoked for real by two writers on one database file, and recovered by
+//! the runner; in-process admission; what the runner refuses. Needs nothing: each test has
+//! its own file.
+
+mod admission;
+mod busy;
+mod common;
+mod options;
