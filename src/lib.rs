@@ -11,6 +11,7 @@
 //! | `tokio-postgres` | `txretry::tokio_postgres` | tokio-postgres 0.7 |
 //! | `mysql_async` | `txretry::mysql_async` | mysql_async 0.37 |
 //! | `rusqlite` | `txretry::rusqlite` | rusqlite 0.39 (blocking) |
+//! | `diesel-postgres`, `diesel-mysql`, `diesel-sqlite` | `txretry::diesel` | Diesel 2.4 (blocking) |
 //!
 //! The four things to know:
 //! - a **policy** ([`RetryPolicy`]) says how to retry: attempts, backoff, which kinds;
@@ -83,6 +84,15 @@ pub use txretry_mysql_async as mysql_async;
 /// rusqlite (feature `rusqlite`, blocking): error codes and a retrying transaction runner.
 #[cfg(feature = "rusqlite")]
 pub use txretry_rusqlite as rusqlite;
+
+/// Diesel 2.4 (features `diesel-postgres`, `diesel-mysql`, `diesel-sqlite`, blocking): error
+/// codes, including those Diesel drops, and a retrying transaction runner.
+#[cfg(any(
+    feature = "diesel-postgres",
+    feature = "diesel-mysql",
+    feature = "diesel-sqlite"
+))]
+pub use txretry_diesel as diesel;
 
 /// Transactional tools for LLM agents (feature `tool`): a [`Toolbox`](tool::Toolbox) whose
 /// every invocation has one retry budget shared by the runners its handler calls, restart
