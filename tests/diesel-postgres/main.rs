@@ -1,0 +1,11 @@
+//! Integration tests of the Diesel adapter on PostgreSQL (`PgConnection`, through the
+//! facade's `txretry::diesel`), against a real server (`TXRETRY_POSTGRES_URL`; see
+//! txretry-testkit). Every transient failure is provoked for real, the sessions
+//! coordinated through channels and `pg_stat_activity`, never by timing.
+
+mod business;
+mod commit_boundary;
+mod common;
+mod deadlock;
+mod serialization;
+mod swallowed_error;
