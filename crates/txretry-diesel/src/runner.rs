@@ -148,7 +148,10 @@ where
 /// The runner blocks its thread, including while it waits between attempts. From async
 /// code call it inside `tokio::task::spawn_blocking` with a connection the closure owns.
 ///
-/// ```no_run
+/// A serializable transaction on Postgres (needs a server, and the `postgres` feature):
+///
+#[cfg_attr(feature = "postgres", doc = "```no_run")]
+#[cfg_attr(not(feature = "postgres"), doc = "```ignore")]
 /// use diesel::prelude::*;
 /// use txretry::{Isolation, RetryPolicy, TxOptions};
 ///
