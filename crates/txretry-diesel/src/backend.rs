@@ -96,15 +96,7 @@ impl Dialect for diesel::PgConnection {
     /// Read-write is never spelled out, so the server's `default_transaction_read_only`
     /// keeps working.
     fn begin(conn: &mut Self, options: &TxOptions) -> QueryResult<Option<&'static str>> {
-        let mut sql = String::from("BEGIN");
-        if let Some(level) = options.get_isolation() {
-            sql.push_str(" ISOLATION LEVEL ");
-            sql.push_str(level.as_sql());
-        }
-        if options.is_read_only() {
-            sql.push_str(" READ ONLY");
-        }
-        AnsiTransactionManager::begin_transaction_sql(conn, &sql)?;
+        AnsiTransactionManager::begin_transaction_sql(conn, &options.postgres_begin())?;
         Ok(None)
     }
 
@@ -131,17 +123,7 @@ impl Dialect for diesel::MysqlConnection {
     /// `[SET TRANSACTION ISOLATION LEVEL …;] START TRANSACTION [READ ONLY]` in one round
     /// trip: the level applies to the next transaction only, so it goes first.
     fn begin(conn: &mut Self, options: &TxOptions) -> QueryResult<Option<&'static str>> {
-        let mut sql = String::new();
-        if let Some(level) = options.get_isolation() {
-            sql.push_str("SET TRANSACTION ISOLATION LEVEL ");
-            sql.push_str(level.as_sql());
-            sql.push_str("; ");
-        }
-        sql.push_str("START TRANSACTION");
-        if options.is_read_only() {
-            sql.push_str(" READ ONLY");
-        }
-        AnsiTransactionManager::begin_transaction_sql(conn, &sql)?;
+        AnsiTransactionManager::begin_transaction_sql(conn, &options.mysql_begin())?;
         Ok(None)
     }
 
