@@ -9,3 +9,4 @@ mod commit_boundary;
 mod common;
 mod deadlock;
 mod lock_wait_timeout;
+mod options;

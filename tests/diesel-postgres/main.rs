@@ -7,5 +7,6 @@ mod business;
 mod commit_boundary;
 mod common;
 mod deadlock;
+mod options;
 mod serialization;
 mod swallowed_error;
