@@ -119,3 +119,30 @@ fn inside_an_open_diesel_transaction_the_runner_refuses_and_leaves_it_alone() {
     .expect("the outer transaction commits");
     assert_eq!(scalar(&mut conn, "SELECT count(*) FROM item"), 1);
 }
+
+/// Diesel's own nesting works inside the runner's transaction: an inner
+/// `conn.transaction` is a savepoint, and its failure rolls back to it only.
+#[test]
+fn a_nested_diesel_transaction_is_a_savepoint() {
+    let db = Db::wal();
+    let mut conn = db.open();
+    conn.batch_execute("CREATE TABLE item (id INTEGER PRIMARY KEY)")
+        .unwrap();
+
+    txretry::diesel::transaction(&mut conn, &RetryPolicy::default(), |conn| {
+        diesel::sql_query("INSERT INTO item VALUES (1)").execute(conn)?;
+        let inner = conn.transaction(|conn| {
+            diesel::sql_query("INSERT INTO item VALUES (2)").execute(conn)?;
+            diesel::sql_query("INSERT INTO item VALUES (1)").execute(conn) // duplicate
+        });
+        assert!(inner.is_err(), "the inner insert fails");
+        diesel::sql_query("INSERT INTO item VALUES (3)").execute(conn)
+    })
+    .expect("the outer transaction commits");
+
+    assert_eq!(scalar(&mut conn, "SELECT count(*) FROM item"), 2);
+    assert_eq!(
+        scalar(&mut conn, "SELECT count(*) FROM item WHERE id = 2"),
+        0
+    );
+}

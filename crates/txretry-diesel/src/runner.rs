@@ -144,6 +144,10 @@ where
 /// Calling the runner inside an open Diesel transaction fails at once with Diesel's
 /// `AlreadyInTransaction` (permanent), leaving that transaction alone.
 ///
+/// [`TxOptions::contends_on`] keys are not used: the policy's
+/// [`Admission`](txretry_core::Admission) applies to the async runners only (as with
+/// `txretry::rusqlite`).
+///
 /// # Threads
 /// The runner blocks its thread, including while it waits between attempts. From async
 /// code call it inside `tokio::task::spawn_blocking` with a connection the closure owns.
