@@ -4,6 +4,7 @@
 //! the errno recovered for real deadlocks and lock-wait timeouts, with the sessions
 //! coordinated through channels and `information_schema.processlist`, never by timing.
 
+#[path = "../diesel-shared/business.rs"]
 mod business;
 mod commit_boundary;
 mod common;

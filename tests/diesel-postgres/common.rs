@@ -9,6 +9,12 @@ use diesel::sql_types::{BigInt, Bool, Integer};
 pub use txretry_testkit::outcome::assert_outcome;
 pub use txretry_testkit::record::{Seen, recording};
 
+/// This binary's name, for test names and table prefixes.
+pub const BINARY: &str = "diesel_postgres";
+
+/// The SQLSTATE of a duplicate key on this server.
+pub const UNIQUE_VIOLATION: &str = "23505";
+
 /// The server URL, or `None` when the test must skip (txretry-testkit printed why; with
 /// `TXRETRY_REQUIRE_DB=1` it panics instead).
 pub fn url(test: &str) -> Option<String> {

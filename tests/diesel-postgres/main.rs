@@ -3,6 +3,7 @@
 //! txretry-testkit). Every transient failure is provoked for real, the sessions
 //! coordinated through channels and `pg_stat_activity`, never by timing.
 
+#[path = "../diesel-shared/business.rs"]
 mod business;
 mod commit_boundary;
 mod common;

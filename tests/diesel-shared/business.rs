@@ -1,5 +1,7 @@
-//! Business errors surface once: a duplicate key (1062, SQLSTATE 23000), and the
-//! caller's own error whose text mentions a deadlock.
+//! Business errors surface once: a unique violation, and the caller's own error whose
+//! text mentions a deadlock. Written once for Postgres and MySQL/MariaDB: a `#[path]`
+//! module of both binaries, whose `common` modules name the same helpers (each for its
+//! connection type) and say how the server reports a duplicate key (`UNIQUE_VIOLATION`).
 
 use diesel::prelude::*;
 use txretry::{Code, KindSet, RetryPolicy, SqlState, TxError};
@@ -16,12 +18,12 @@ fn retry_everything() -> RetryPolicy {
 }
 
 #[test]
-fn a_duplicate_key_is_returned_once() {
-    let Some(url) = url("diesel_mysql::unique") else {
+fn a_unique_violation_is_returned_once() {
+    let Some(url) = url(&format!("{BINARY}::unique")) else {
         return;
     };
     let mut conn = connect(&url);
-    let t = table("dmy_unique");
+    let t = table(&format!("{BINARY}_unique"));
     create_rows(&mut conn, &t, 1);
 
     let mut attempts = 0;
@@ -47,10 +49,10 @@ fn a_duplicate_key_is_returned_once() {
     assert_permanent_once(err.outcome());
     assert_eq!(
         err.outcome().code(),
-        Some(Code::SqlState(SqlState::new("23000").unwrap()))
+        Some(Code::SqlState(SqlState::new(UNIQUE_VIOLATION).unwrap()))
     );
     assert_eq!(attempts, 1);
-    assert_eq!(count(&mut conn, &t, "true"), 1, "row 2 rolled back");
+    assert_eq!(count(&mut conn, &t, "1 = 1"), 1, "row 2 rolled back");
     drop_tables(&mut conn, &[&t]);
 }
 
@@ -63,12 +65,12 @@ enum RefundError {
 }
 
 #[test]
-fn the_callers_own_error_is_returned_once() {
-    let Some(url) = url("diesel_mysql::business") else {
+fn the_callers_own_error_is_returned_once_whatever_its_text() {
+    let Some(url) = url(&format!("{BINARY}::business")) else {
         return;
     };
     let mut conn = connect(&url);
-    let t = table("dmy_business");
+    let t = table(&format!("{BINARY}_business"));
     create_rows(&mut conn, &t, 1);
 
     let mut attempts = 0;
