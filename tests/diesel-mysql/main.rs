@@ -10,4 +10,5 @@ mod commit_boundary;
 mod common;
 mod deadlock;
 mod lock_wait_timeout;
-mod options;
+#[path = "../diesel-shared/read_only.rs"]
+mod read_only;

@@ -9,5 +9,7 @@ mod commit_boundary;
 mod common;
 mod deadlock;
 mod options;
+#[path = "../diesel-shared/read_only.rs"]
+mod read_only;
 mod serialization;
 mod swallowed_error;

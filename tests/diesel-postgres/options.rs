@@ -1,11 +1,10 @@
 //! The options reach the server: the isolation level and READ ONLY are those of the
-//! transaction the closure runs in; a write in a transaction asked to be read-only (25006)
-//! is the caller's own, permanent, and the connection stays usable.
+//! transaction the closure runs in, and nothing of them stays on the session. (A write in
+//! a read-only transaction: `read_only`, shared with the MySQL binary.)
 
 use diesel::prelude::*;
 use diesel::sql_types::Text;
-use txretry::{Isolation, RetryPolicy, TxError, TxOptions};
-use txretry_testkit::outcome::assert_permanent_once;
+use txretry::{Isolation, RetryPolicy, TxOptions};
 
 use crate::common::*;
 
@@ -48,41 +47,4 @@ fn isolation_and_read_only_are_the_transactions() {
     })
     .expect("a read");
     assert_eq!(after, "off");
-}
-
-#[test]
-fn a_write_in_a_read_only_transaction_is_permanent() {
-    let Some(url) = url("diesel_postgres::read_only") else {
-        return;
-    };
-    let mut conn = connect(&url);
-    let t = table("dpg_read_only");
-    create_rows(&mut conn, &t, 1);
-    let policy = RetryPolicy::builder()
-        .max_attempts(5)
-        .retry_on(txretry::KindSet::ALL)
-        .build()
-        .unwrap();
-
-    let mut attempts = 0;
-    let result: Result<usize, TxError<diesel::result::Error>> = txretry::diesel::transaction_with(
-        &mut conn,
-        &policy,
-        &TxOptions::new().read_only(true),
-        |conn| {
-            attempts += 1;
-            diesel::sql_query(format!("UPDATE {t} SET v = 1 WHERE id = 1")).execute(conn)
-        },
-    );
-    let err = result.expect_err("read-only");
-    assert_eq!(diesel_sqlstate(err.error()).as_deref(), Some("25006"));
-    // On a standby 25006 would be a failover; here it is the caller's own write.
-    assert_permanent_once(err.outcome());
-    assert_eq!(attempts, 1);
-    txretry::diesel::transaction(&mut conn, &policy, |conn| {
-        diesel::sql_query(format!("UPDATE {t} SET v = 2 WHERE id = 1")).execute(conn)
-    })
-    .expect("the connection is still usable");
-    assert_eq!(value(&mut conn, &t, 1), 2);
-    drop_tables(&mut conn, &[&t]);
 }
