@@ -8,6 +8,7 @@ mod business;
 mod commit_boundary;
 mod common;
 mod deadlock;
+mod lock_timeout;
 mod options;
 #[path = "../diesel-shared/read_only.rs"]
 mod read_only;

@@ -6,6 +6,7 @@
 
 mod business;
 mod busy;
+mod busy_snapshot;
 mod commit;
 mod common;
 mod options;
