@@ -12,6 +12,7 @@
 //! | `mysql_async` | `txretry::mysql_async` | mysql_async 0.37 |
 //! | `rusqlite` | `txretry::rusqlite` | rusqlite 0.39 (blocking) |
 //! | `sea-orm-postgres`, `sea-orm-mysql`, `sea-orm-sqlite` | `txretry::sea_orm` | SeaORM 2 on its sqlx drivers |
+//! | `diesel-postgres`, `diesel-mysql`, `diesel-sqlite` | `txretry::diesel` | Diesel 2.4 (blocking) |
 //!
 //! The four things to know:
 //! - a **policy** ([`RetryPolicy`]) says how to retry: attempts, backoff, which kinds;
@@ -93,6 +94,14 @@ pub use txretry_rusqlite as rusqlite;
     feature = "sea-orm-sqlite"
 ))]
 pub use txretry_sea_orm as sea_orm;
+/// Diesel 2.4 (features `diesel-postgres`, `diesel-mysql`, `diesel-sqlite`, blocking): error
+/// codes, including those Diesel drops, and a retrying transaction runner.
+#[cfg(any(
+    feature = "diesel-postgres",
+    feature = "diesel-mysql",
+    feature = "diesel-sqlite"
+))]
+pub use txretry_diesel as diesel;
 
 /// Transactional tools for LLM agents (feature `tool`): a [`Toolbox`](tool::Toolbox) whose
 /// every invocation has one retry budget shared by the runners its handler calls, restart

@@ -122,6 +122,42 @@ impl TxOptions {
     pub fn get_sqlite_begin(&self) -> SqliteBegin {
         self.sqlite_begin
     }
+
+    /// Postgres' `BEGIN [ISOLATION LEVEL …] [READ ONLY]` for these options, from fixed
+    /// strings only. Read-write is never spelled out, so the server's
+    /// `default_transaction_read_only` (and hot standbys) keep working. For the adapters,
+    /// which send it each their own way.
+    #[doc(hidden)]
+    pub fn postgres_begin(&self) -> String {
+        let mut sql = String::from("BEGIN");
+        if let Some(level) = self.isolation {
+            sql.push_str(" ISOLATION LEVEL ");
+            sql.push_str(level.as_sql());
+        }
+        if self.read_only {
+            sql.push_str(" READ ONLY");
+        }
+        sql
+    }
+
+    /// MySQL/MariaDB's `[SET TRANSACTION ISOLATION LEVEL …; ]START TRANSACTION [READ ONLY]`
+    /// for these options, from fixed strings only, to send as one text-protocol query.
+    /// `SET TRANSACTION` without `SESSION` applies to the next transaction only. For the
+    /// adapters.
+    #[doc(hidden)]
+    pub fn mysql_begin(&self) -> String {
+        let mut sql = String::new();
+        if let Some(level) = self.isolation {
+            sql.push_str("SET TRANSACTION ISOLATION LEVEL ");
+            sql.push_str(level.as_sql());
+            sql.push_str("; ");
+        }
+        sql.push_str("START TRANSACTION");
+        if self.read_only {
+            sql.push_str(" READ ONLY");
+        }
+        sql
+    }
 }
 
 /// A standard SQL isolation level.
@@ -172,5 +208,28 @@ impl SqliteBegin {
             SqliteBegin::Immediate => "BEGIN IMMEDIATE",
             SqliteBegin::Exclusive => "BEGIN EXCLUSIVE",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn begin_statements_follow_the_options() {
+        let plain = TxOptions::new();
+        let both = TxOptions::new()
+            .isolation(Isolation::Serializable)
+            .read_only(true);
+        assert_eq!(plain.postgres_begin(), "BEGIN");
+        assert_eq!(
+            both.postgres_begin(),
+            "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY"
+        );
+        assert_eq!(plain.mysql_begin(), "START TRANSACTION");
+        assert_eq!(
+            both.mysql_begin(),
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; START TRANSACTION READ ONLY"
+        );
     }
 }

@@ -27,7 +27,7 @@ impl sealed::Sealed for sqlx::Postgres {}
 #[cfg(feature = "postgres")]
 impl Backend for sqlx::Postgres {
     fn begin_statement(options: &TxOptions, locks: Option<&DatabaseLocks<'_>>) -> SqlStr {
-        let begin = postgres_begin(options);
+        let begin = options.postgres_begin();
         let sql = match locks {
             Some(locks) if locks.try_first() => locks.postgres_try_begin(&begin),
             Some(locks) => locks.postgres_begin(&begin),
@@ -45,7 +45,7 @@ impl Backend for sqlx::Postgres {
         (locks.try_first()
             && DatabaseLocks::postgres_is_busy(error.code().as_deref(), error.message()))
         .then(|| {
-            let sql = locks.postgres_begin_after_busy(&postgres_begin(options));
+            let sql = locks.postgres_begin_after_busy(&options.postgres_begin());
             AssertSqlSafe(sql).into_sql_str()
         })
     }
@@ -84,20 +84,6 @@ impl Backend for sqlx::Postgres {
     }
 }
 
-/// Postgres' `BEGIN` with `options`, without locks.
-#[cfg(feature = "postgres")]
-fn postgres_begin(options: &TxOptions) -> String {
-    let mut sql = String::from("BEGIN");
-    if let Some(level) = options.get_isolation() {
-        sql.push_str(" ISOLATION LEVEL ");
-        sql.push_str(level.as_sql());
-    }
-    if options.is_read_only() {
-        sql.push_str(" READ ONLY");
-    }
-    sql
-}
-
 #[cfg(feature = "mysql")]
 impl sealed::Sealed for sqlx::MySql {}
 
@@ -111,17 +97,7 @@ impl sealed::Sealed for sqlx::MySql {}
 #[cfg(feature = "mysql")]
 impl Backend for sqlx::MySql {
     fn begin_statement(options: &TxOptions, _: Option<&DatabaseLocks<'_>>) -> SqlStr {
-        let mut sql = String::new();
-        if let Some(level) = options.get_isolation() {
-            sql.push_str("SET TRANSACTION ISOLATION LEVEL ");
-            sql.push_str(level.as_sql());
-            sql.push_str("; ");
-        }
-        sql.push_str("START TRANSACTION");
-        if options.is_read_only() {
-            sql.push_str(" READ ONLY");
-        }
-        AssertSqlSafe(sql).into_sql_str()
+        AssertSqlSafe(options.mysql_begin()).into_sql_str()
     }
 
     fn after_begin(_: &TxOptions, _: Cleanup) -> Option<&'static str> {

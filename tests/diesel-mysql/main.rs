@@ -1,0 +1,14 @@
+//! Integration tests of the Diesel adapter on MySQL/MariaDB (`MysqlConnection`, through
+//! the facade's `txretry::diesel`), against a real server (`TXRETRY_MYSQL_URL`; see
+//! txretry-testkit). Diesel keeps only the SQLSTATE of a MySQL error; these tests show
+//! the errno recovered for real deadlocks and lock-wait timeouts, with the sessions
+//! coordinated through channels and `information_schema.processlist`, never by timing.
+
+#[path = "../diesel-shared/business.rs"]
+mod business;
+mod commit_boundary;
+mod common;
+mod deadlock;
+mod lock_wait_timeout;
+#[path = "../diesel-shared/read_only.rs"]
+mod read_only;

@@ -1,0 +1,135 @@
+//! Shared helpers: connections, tables, polling the server.
+
+use std::time::{Duration, Instant};
+
+use diesel::connection::SimpleConnection;
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bool, Integer};
+
+pub use txretry_testkit::outcome::assert_outcome;
+pub use txretry_testkit::record::{Seen, recording};
+
+/// This binary's name, for test names and table prefixes.
+pub const BINARY: &str = "diesel_postgres";
+
+/// The SQLSTATE of a duplicate key on this server.
+pub const UNIQUE_VIOLATION: &str = "23505";
+
+/// The server URL, or `None` when the test must skip (txretry-testkit printed why; with
+/// `TXRETRY_REQUIRE_DB=1` it panics instead).
+pub fn url(test: &str) -> Option<String> {
+    txretry_testkit::postgres_url(test)
+}
+
+/// A new session.
+pub fn connect(url: &str) -> PgConnection {
+    PgConnection::establish(url).expect("connect to postgres")
+}
+
+/// Runs statements outside the runner.
+pub fn exec(conn: &mut PgConnection, sql: &str) {
+    conn.batch_execute(sql).expect(sql);
+}
+
+/// A unique table name (tests share one database and run in parallel).
+pub fn table(prefix: &str) -> String {
+    txretry_testkit::unique_name(prefix)
+}
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// `SELECT count(*) FROM {table} WHERE {condition}`.
+pub fn count(conn: &mut PgConnection, table: &str, condition: &str) -> i64 {
+    diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM {table} WHERE {condition}"
+    ))
+    .get_result::<Count>(conn)
+    .expect("count rows")
+    .n
+}
+
+/// `CREATE TABLE {name} (id int PRIMARY KEY, v bigint NOT NULL)` with rows `1..=rows`.
+pub fn create_rows(conn: &mut PgConnection, name: &str, rows: i32) {
+    exec(
+        conn,
+        &format!(
+            "CREATE TABLE {name} (id int PRIMARY KEY, v bigint NOT NULL);
+             INSERT INTO {name} SELECT g, 0 FROM generate_series(1, {rows}) g;"
+        ),
+    );
+}
+
+/// The value of row `id`.
+pub fn value(conn: &mut PgConnection, name: &str, id: i32) -> i64 {
+    #[derive(QueryableByName)]
+    struct V {
+        #[diesel(sql_type = BigInt)]
+        v: i64,
+    }
+    diesel::sql_query(format!("SELECT v FROM {name} WHERE id = $1"))
+        .bind::<Integer, _>(id)
+        .get_result::<V>(conn)
+        .expect("read row")
+        .v
+}
+
+/// Drops the tables.
+pub fn drop_tables(conn: &mut PgConnection, names: &[&str]) {
+    for name in names {
+        exec(conn, &format!("DROP TABLE IF EXISTS {name}"));
+    }
+}
+
+/// The session's backend process id.
+pub fn backend_pid(conn: &mut PgConnection) -> i32 {
+    diesel::select(diesel::dsl::sql::<Integer>("pg_backend_pid()"))
+        .get_result(conn)
+        .expect("pg_backend_pid")
+}
+
+/// Waits until session `pid` is blocked on a lock (`pg_stat_activity`). Polls; panics
+/// after 30 s so a broken setup fails instead of hanging.
+pub fn wait_for_lock_wait(observer: &mut PgConnection, pid: i32) {
+    #[derive(QueryableByName)]
+    struct Waiting {
+        #[diesel(sql_type = Bool)]
+        waiting: bool,
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now: Waiting = diesel::sql_query(
+            "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) AS waiting \
+             FROM pg_stat_activity WHERE pid = $1",
+        )
+        .bind::<Integer, _>(pid)
+        .get_result(observer)
+        .expect("poll pg_stat_activity");
+        if now.waiting {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "session {pid} never waited for a lock"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `Code::SqlState` for a literal.
+pub fn sqlstate(code: &str) -> txretry::Code {
+    txretry::Code::SqlState(txretry::SqlState::new(code).expect("a SQLSTATE"))
+}
+
+/// The SQLSTATE Diesel kept on a database error.
+pub fn diesel_sqlstate(err: &diesel::result::Error) -> Option<String> {
+    match err {
+        diesel::result::Error::DatabaseError(_, info) => {
+            info.sqlstate().map(|s| s.as_str().to_owned())
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,16 @@
+//! Integration tests of the Diesel adapter on PostgreSQL (`PgConnection`, through the
+//! facade's `txretry::diesel`), against a real server (`TXRETRY_POSTGRES_URL`; see
+//! txretry-testkit). Every transient failure is provoked for real, the sessions
+//! coordinated through channels and `pg_stat_activity`, never by timing.
+
+#[path = "../diesel-shared/business.rs"]
+mod business;
+mod commit_boundary;
+mod common;
+mod deadlock;
+mod lock_timeout;
+mod options;
+#[path = "../diesel-shared/read_only.rs"]
+mod read_only;
+mod serialization;
+mod swallowed_error;

@@ -1,0 +1,89 @@
+//! Business errors surface once: a unique violation, and the caller's own error whose
+//! text mentions a deadlock. Written once for Postgres and MySQL/MariaDB: a `#[path]`
+//! module of both binaries, whose `common` modules name the same helpers (each for its
+//! connection type) and say how the server reports a duplicate key (`UNIQUE_VIOLATION`).
+
+use diesel::prelude::*;
+use txretry::{Code, KindSet, RetryPolicy, SqlState, TxError};
+use txretry_testkit::outcome::assert_permanent_once;
+
+use crate::common::*;
+
+fn retry_everything() -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_attempts(5)
+        .retry_on(KindSet::ALL)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_unique_violation_is_returned_once() {
+    let Some(url) = url(&format!("{BINARY}::unique")) else {
+        return;
+    };
+    let mut conn = connect(&url);
+    let t = table(&format!("{BINARY}_unique"));
+    create_rows(&mut conn, &t, 1);
+
+    let mut attempts = 0;
+    let result: Result<(), TxError<diesel::result::Error>> =
+        txretry::diesel::transaction(&mut conn, &retry_everything(), |conn| {
+            attempts += 1;
+            diesel::sql_query(format!("INSERT INTO {t} VALUES (2, 0)")).execute(conn)?;
+            diesel::sql_query(format!("INSERT INTO {t} VALUES (1, 0)")).execute(conn)?;
+            Ok(())
+        });
+
+    let err = result.expect_err("duplicate key");
+    assert!(
+        matches!(
+            err.error(),
+            diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::UniqueViolation,
+                _
+            )
+        ),
+        "{err:?}"
+    );
+    assert_permanent_once(err.outcome());
+    assert_eq!(
+        err.outcome().code(),
+        Some(Code::SqlState(SqlState::new(UNIQUE_VIOLATION).unwrap()))
+    );
+    assert_eq!(attempts, 1);
+    assert_eq!(count(&mut conn, &t, "1 = 1"), 1, "row 2 rolled back");
+    drop_tables(&mut conn, &[&t]);
+}
+
+#[derive(Debug, thiserror::Error)]
+enum RefundError {
+    #[error("refund {0} refused: customer reports a deadlock at checkout")]
+    Refused(i32),
+    #[error(transparent)]
+    Db(#[from] diesel::result::Error),
+}
+
+#[test]
+fn the_callers_own_error_is_returned_once_whatever_its_text() {
+    let Some(url) = url(&format!("{BINARY}::business")) else {
+        return;
+    };
+    let mut conn = connect(&url);
+    let t = table(&format!("{BINARY}_business"));
+    create_rows(&mut conn, &t, 1);
+
+    let mut attempts = 0;
+    let result = txretry::diesel::transaction(&mut conn, &retry_everything(), |conn| {
+        attempts += 1;
+        diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")).execute(conn)?;
+        Err::<(), _>(RefundError::Refused(17))
+    });
+
+    let err = result.expect_err("refused");
+    assert!(matches!(err.error(), RefundError::Refused(17)));
+    assert_permanent_once(err.outcome());
+    assert_eq!(attempts, 1);
+    assert_eq!(value(&mut conn, &t, 1), 0, "rolled back");
+    drop_tables(&mut conn, &[&t]);
+}
