@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -22,7 +23,30 @@ pub(crate) const CLAIMS: usize = 3;
 
 /// The oldest age `prune` deletes by: Postgres caps interval arithmetic; no record is that
 /// old anyway (about 317 years).
-pub(crate) const MAX_AGE_SECS: f64 = 1e10;
+const MAX_AGE_SECS: f64 = 1e10;
+
+/// `prune`'s bind on Postgres: the age in seconds (capped at [`MAX_AGE_SECS`]).
+#[cfg_attr(
+    not(any(feature = "sqlx-postgres", feature = "tokio-postgres")),
+    allow(dead_code)
+)]
+pub(crate) fn age_seconds(older_than: Duration) -> f64 {
+    older_than.as_secs_f64().min(MAX_AGE_SECS)
+}
+
+/// `prune`'s bind on MySQL/MariaDB: the age in whole microseconds (capped at
+/// [`MAX_AGE_SECS`], so it fits an `i64`).
+#[cfg_attr(not(feature = "sqlx-mysql"), allow(dead_code))]
+pub(crate) fn age_micros(older_than: Duration) -> i64 {
+    (older_than.as_secs_f64().min(MAX_AGE_SECS) * 1e6) as i64
+}
+
+/// `prune`'s bind on SQLite: a `strftime` modifier, `-N seconds` (capped at
+/// [`MAX_AGE_SECS`]).
+#[cfg_attr(not(feature = "sqlx-sqlite"), allow(dead_code))]
+pub(crate) fn age_modifier(older_than: Duration) -> String {
+    format!("-{:.6} seconds", older_than.as_secs_f64().min(MAX_AGE_SECS))
+}
 
 /// What the transaction committed: the output (recorded now, or read back), or the
 /// business error.
