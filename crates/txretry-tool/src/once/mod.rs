@@ -6,7 +6,8 @@
 //! The declaration ([`Once`]), the records' table and its SQL, and what every driver
 //! decides the same way live here; the runners that claim, run and record are per driver:
 //! `ToolContext::once` in `sqlx/` (the `sqlx-*` features), `ToolContext::once_tokio_postgres`
-//! in `tokio_postgres/` (the `tokio-postgres` feature).
+//! in `tokio_postgres/` (the `tokio-postgres` feature), `ToolContext::once_mysql_async` in
+//! `mysql_async/` (the `mysql_async` feature).
 //!
 //! - `declaration.rs`: [`Once`], and each call's key; `table_name.rs`: [`InvalidTableName`];
 //! - `dialect.rs`, `statements.rs`: the records' SQL for each database ([`Dialect`]);
@@ -20,6 +21,8 @@ mod declaration;
 mod dialect;
 #[cfg(once_records)]
 mod error;
+#[cfg(feature = "mysql_async")]
+mod mysql_async;
 #[cfg(once_records)]
 mod record;
 mod refused;

@@ -36,7 +36,10 @@ pub(crate) fn age_seconds(older_than: Duration) -> f64 {
 
 /// `prune`'s bind on MySQL/MariaDB: the age in whole microseconds (capped at
 /// [`MAX_AGE_SECS`], so it fits an `i64`).
-#[cfg_attr(not(feature = "sqlx-mysql"), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "sqlx-mysql", feature = "mysql_async")),
+    allow(dead_code)
+)]
 pub(crate) fn age_micros(older_than: Duration) -> i64 {
     (older_than.as_secs_f64().min(MAX_AGE_SECS) * 1e6) as i64
 }
