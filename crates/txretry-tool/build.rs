@@ -9,6 +9,6 @@ fn main() {
         // closure through a `Slot`).
         async_once: { any(sqlx_once, feature = "tokio-postgres", feature = "mysql_async") },
         // Any driver's once records.
-        once_records: { any(async_once) },
+        once_records: { any(async_once, feature = "rusqlite") },
     }
 }

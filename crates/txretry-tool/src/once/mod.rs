@@ -7,7 +7,8 @@
 //! decides the same way live here; the runners that claim, run and record are per driver:
 //! `ToolContext::once` in `sqlx/` (the `sqlx-*` features), `ToolContext::once_tokio_postgres`
 //! in `tokio_postgres/` (the `tokio-postgres` feature), `ToolContext::once_mysql_async` in
-//! `mysql_async/` (the `mysql_async` feature).
+//! `mysql_async/` (the `mysql_async` feature) and the blocking `ToolContext::once_rusqlite`
+//! in `rusqlite/` (the `rusqlite` feature).
 //!
 //! - `declaration.rs`: [`Once`], and each call's key; `table_name.rs`: [`InvalidTableName`];
 //! - `dialect.rs`, `statements.rs`: the records' SQL for each database ([`Dialect`]);
@@ -27,6 +28,8 @@ mod mysql_async;
 mod record;
 mod refused;
 mod run;
+#[cfg(feature = "rusqlite")]
+mod rusqlite;
 mod statements;
 mod table_name;
 #[cfg(feature = "tokio-postgres")]

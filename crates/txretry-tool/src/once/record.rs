@@ -46,7 +46,10 @@ pub(crate) fn age_micros(older_than: Duration) -> i64 {
 
 /// `prune`'s bind on SQLite: a `strftime` modifier, `-N seconds` (capped at
 /// [`MAX_AGE_SECS`]).
-#[cfg_attr(not(feature = "sqlx-sqlite"), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "sqlx-sqlite", feature = "rusqlite")),
+    allow(dead_code)
+)]
 pub(crate) fn age_modifier(older_than: Duration) -> String {
     format!("-{:.6} seconds", older_than.as_secs_f64().min(MAX_AGE_SECS))
 }
@@ -190,9 +193,12 @@ pub(crate) fn finish<T, E>(run: &OnceRun, done: Done<T>) -> Result<T, OnceError<
 }
 
 /// The handler's closure, handed to each runner attempt and taken back after it: the
-/// runner's closure must own what it captures for its future to be `Send`.
+/// runner's closure must own what it captures for its future to be `Send`. (The blocking
+/// rusqlite runner takes a plain `FnMut` and needs none.)
+#[cfg_attr(not(async_once), allow(dead_code))]
 pub(crate) struct Slot<F>(Mutex<Option<F>>);
 
+#[cfg_attr(not(async_once), allow(dead_code))]
 impl<F> Slot<F> {
     pub(crate) fn new(f: F) -> Arc<Slot<F>> {
         Arc::new(Slot(Mutex::new(Some(f))))
