@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use txretry_core::{AsError, RetryPolicy, Verdict};
+use txretry_core::{AsError, RetryPolicy, TxOptions, Verdict};
 
 use super::{BusinessError, Dialect, OnceError, OnceRefused, OnceRun, Statements};
+use crate::ToolContext;
 
 /// The savepoint the handler's work runs under, so that a business error can undo that
 /// work and still commit its record.
@@ -140,28 +141,53 @@ pub(crate) struct Job {
     pub(crate) missing_table: AtomicBool,
 }
 
-impl Job {
+/// What a `once_*` call takes from its context when it is called, for its transaction to
+/// begin with when it runs: the futures own what they use.
+pub(crate) struct Call {
+    run: Option<Arc<OnceRun>>,
+    tool: Arc<str>,
+    policy: RetryPolicy,
+    options: TxOptions,
+}
+
+impl Call {
+    /// The call with `options`: always read-write, and idempotent (the record makes an
+    /// ambiguous COMMIT safe to retry).
+    pub(crate) fn new(ctx: &ToolContext, options: &TxOptions) -> Call {
+        Call {
+            run: ctx.once_run().cloned(),
+            tool: ctx.tool().into(),
+            policy: ctx.policy().clone(),
+            options: options.clone().idempotent(true).read_only(false),
+        }
+    }
+
+    /// The transaction's options.
+    pub(crate) fn options(&self) -> &TxOptions {
+        &self.options
+    }
+
     /// Starts the run's one `once` transaction (refused when it may not start).
-    pub(crate) fn begin(
-        run: Option<&Arc<OnceRun>>,
+    pub(crate) fn begin<E>(
+        &self,
         dialect: Dialect,
-        tool: &str,
-        policy: &RetryPolicy,
-    ) -> Result<(Arc<OnceRun>, Arc<Job>), OnceRefused> {
-        let Some(run) = run else {
-            return Err(OnceRefused::NotDeclared);
+    ) -> Result<(Arc<OnceRun>, Arc<Job>), OnceError<E>> {
+        let Some(run) = &self.run else {
+            return Err(OnceError::Refused(OnceRefused::NotDeclared));
         };
-        run.begin()?;
+        run.begin().map_err(OnceError::Refused)?;
         let job = Arc::new(Job {
             statements: run.once.statements(dialect).clone(),
-            tool: tool.into(),
+            tool: Arc::clone(&self.tool),
             key: Arc::clone(&run.key),
-            policy: policy.clone(),
+            policy: self.policy.clone(),
             missing_table: AtomicBool::new(false),
         });
         Ok((Arc::clone(run), job))
     }
+}
 
+impl Job {
     /// Whether the runner's failure came from a claim that found no table (and the table
     /// was not created yet): then that failed claim is forgotten, the once layer's
     /// business and not the invocation's, and the caller creates the table and runs the
@@ -177,6 +203,34 @@ impl Job {
         true
     }
 }
+
+/// Runs a driver's once transaction (`$transaction`: the runner's call, `.await`ed when
+/// async) until it ends; when its claim found no table, creates it (`$migrate`, any error
+/// that converts into a `BoxError`) and runs the transaction once more. Evaluates to
+/// `Result<Done<T>, OnceError<E>>`.
+///
+/// A macro rather than a function taking closures, for the reason the runners' loops are
+/// (`retry_async!`): rustc cannot prove `Send` for a future that calls async closures over
+/// borrowed state (rust-lang/rust#100013), and the handlers' futures must be `Send`.
+macro_rules! with_table {
+    ($job:expr, $run:expr, transaction = $transaction:expr, migrate = $migrate:expr $(,)?) => {{
+        let mut table_created = false;
+        loop {
+            match $transaction {
+                Ok(done) => break Ok(done),
+                Err(error) if $job.missing_table(table_created, $run) => {
+                    drop(error);
+                    if let Err(e) = $migrate {
+                        break Err($crate::OnceError::Table(e.into()));
+                    }
+                    table_created = true;
+                }
+                Err(error) => break Err($crate::OnceError::Failed(error)),
+            }
+        }
+    }};
+}
+pub(crate) use with_table;
 
 /// The call's answer from what its transaction committed; tells the run how it ended.
 pub(crate) fn finish<T, E>(run: &OnceRun, done: Done<T>) -> Result<T, OnceError<E>> {

@@ -2,7 +2,6 @@
 //! run exactly once per key.
 
 use std::future::Future;
-use std::sync::Arc;
 
 use mysql_async::{Pool, Transaction};
 use serde::Serialize;
@@ -10,7 +9,7 @@ use serde::de::DeserializeOwned;
 use txretry_core::{AsError, TxOptions};
 
 use super::transaction::run_transaction;
-use crate::once::record::{Job, finish};
+use crate::once::record::{Call, finish};
 #[cfg(doc)]
 use crate::{BusinessError, Once, OnceRefused};
 use crate::{Dialect, OnceError, ToolContext};
@@ -139,15 +138,11 @@ impl ToolContext {
         F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
         E: From<mysql_async::Error> + AsError<Via>,
     {
-        let run = self.once_run().cloned();
-        let policy = self.policy().clone();
-        let tool: Arc<str> = self.tool().into();
+        let call = Call::new(self, options);
         let pool = pool.clone();
-        let options = options.clone().idempotent(true).read_only(false);
         async move {
-            let (run, job) = Job::begin(run.as_ref(), Dialect::MySql, &tool, &policy)
-                .map_err(OnceError::Refused)?;
-            let done = run_transaction(&pool, &options, &job, &run, f).await?;
+            let (run, job) = call.begin(Dialect::MySql)?;
+            let done = run_transaction(&pool, call.options(), &job, &run, f).await?;
             finish(&run, done)
         }
     }

@@ -12,7 +12,7 @@ use txretry_core::{AsError, TxOptions};
 
 use crate::once::record::{
     self, CLAIMS, Done, Job, ROLLBACK_TO_SAVEPOINT, SAVEPOINT, Slot, Status, business,
-    encode_output,
+    encode_output, with_table,
 };
 use crate::once::{Dialect, Once, OnceError, OnceRun};
 
@@ -34,29 +34,21 @@ where
     E: From<mysql_async::Error> + AsError<Via>,
 {
     let slot = Slot::new(f);
-    let mut table_created = false;
-    loop {
-        let (job_here, slot_here) = (Arc::clone(job), Arc::clone(&slot));
-        let result =
+    with_table!(
+        job,
+        run,
+        transaction = {
+            let (job_here, slot_here) = (Arc::clone(job), Arc::clone(&slot));
             txretry_mysql_async::transaction_with(pool, &job.policy, options, async move |tx| {
                 let mut f = slot_here.take();
                 let result = attempt(tx, &mut f, &job_here).await;
                 slot_here.put(f);
                 result
             })
-            .await;
-        match result {
-            Ok(done) => return Ok(done),
-            Err(error) if job.missing_table(table_created, run) => {
-                drop(error);
-                migrate(pool, &run.once)
-                    .await
-                    .map_err(|e| OnceError::Table(e.into()))?;
-                table_created = true;
-            }
-            Err(error) => return Err(OnceError::Failed(error)),
-        }
-    }
+            .await
+        },
+        migrate = migrate(pool, &run.once).await,
+    )
 }
 
 /// Creates the table (its index is part of it) if it does not exist: one statement, which

@@ -1,15 +1,13 @@
 //! `ToolContext::once_rusqlite`: a blocking tool call's one transaction on a rusqlite
 //! connection, run exactly once per key.
 
-use std::sync::Arc;
-
 use rusqlite::{Connection, Transaction};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use txretry_core::{AsError, TxOptions};
 
 use super::transaction::run_transaction;
-use crate::once::record::{Job, finish};
+use crate::once::record::{Call, finish};
 #[cfg(doc)]
 use crate::{BusinessError, Once, OnceRefused};
 use crate::{Dialect, OnceError, ToolContext};
@@ -139,11 +137,9 @@ impl ToolContext {
         F: FnMut(&mut Transaction<'_>) -> Result<T, E>,
         E: From<rusqlite::Error> + AsError<Via>,
     {
-        let tool: Arc<str> = self.tool().into();
-        let (run, job) = Job::begin(self.once_run(), Dialect::Sqlite, &tool, self.policy())
-            .map_err(OnceError::Refused)?;
-        let options = options.clone().idempotent(true).read_only(false);
-        let done = run_transaction(conn, &options, &job, &run, f)?;
+        let call = Call::new(self, options);
+        let (run, job) = call.begin(Dialect::Sqlite)?;
+        let done = run_transaction(conn, call.options(), &job, &run, f)?;
         finish(&run, done)
     }
 }

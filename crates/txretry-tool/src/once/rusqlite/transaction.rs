@@ -10,6 +10,7 @@ use txretry_core::{AsError, TxOptions};
 
 use crate::once::record::{
     self, CLAIMS, Done, Job, ROLLBACK_TO_SAVEPOINT, SAVEPOINT, Status, business, encode_output,
+    with_table,
 };
 use crate::once::{Dialect, Once, OnceError, OnceRun};
 
@@ -30,21 +31,14 @@ where
     F: FnMut(&mut Transaction<'_>) -> Result<T, E>,
     E: From<rusqlite::Error> + AsError<Via>,
 {
-    let mut table_created = false;
-    loop {
-        let result = txretry_rusqlite::transaction_with(conn, &job.policy, options, |tx| {
+    with_table!(
+        job,
+        run,
+        transaction = txretry_rusqlite::transaction_with(conn, &job.policy, options, |tx| {
             attempt(tx, &mut f, job)
-        });
-        match result {
-            Ok(done) => return Ok(done),
-            Err(error) if job.missing_table(table_created, run) => {
-                drop(error);
-                migrate(conn, &run.once).map_err(|e| OnceError::Table(e.into()))?;
-                table_created = true;
-            }
-            Err(error) => return Err(OnceError::Failed(error)),
-        }
-    }
+        }),
+        migrate = migrate(conn, &run.once),
+    )
 }
 
 /// Creates the table and its index if they do not exist, in one transaction.
