@@ -11,7 +11,22 @@ use txretry_tool::{
 };
 
 use crate::common::{Args, Counter, anyone, fast, unique_name};
-use crate::sqlite::fixture;
+
+/// A SQLite database file of the test's own.
+struct Fx {
+    pool: SqlitePool,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture(_test: &str) -> Option<Fx> {
+    let dir = tempfile::tempdir().unwrap();
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(dir.path().join("once.db"))
+        .create_if_missing(true)
+        .busy_timeout(std::time::Duration::from_secs(20));
+    let pool = SqlitePool::connect_with(options).await.unwrap();
+    Some(Fx { pool, _dir: dir })
+}
 
 async fn effects(pool: &SqlitePool) -> String {
     let t = unique_name("once_effects");
