@@ -246,6 +246,23 @@ pub(crate) fn finish<T, E>(run: &OnceRun, done: Done<T>) -> Result<T, OnceError<
     }
 }
 
+/// The runner's closure for one async driver: each attempt takes the handler's closure out
+/// of `$slot`, runs `$attempt(tx, &mut f, &job)` and puts it back. Owns clones of the slot
+/// and the job, so its future borrows nothing (and is `Send` when the handler's is).
+macro_rules! slot_attempt {
+    ($slot:expr, $job:expr, $attempt:ident) => {{
+        let (job, slot) = (Arc::clone($job), Arc::clone($slot));
+        async move |tx| {
+            let mut f = slot.take();
+            let result = $attempt(tx, &mut f, &job).await;
+            slot.put(f);
+            result
+        }
+    }};
+}
+#[cfg(async_once)]
+pub(crate) use slot_attempt;
+
 /// The handler's closure, handed to each runner attempt and taken back after it: the
 /// runner's closure must own what it captures for its future to be `Send`. (The blocking
 /// rusqlite runner takes a plain `FnMut` and needs none.)

@@ -12,7 +12,7 @@ use txretry_core::{AsError, TxOptions};
 
 use crate::once::record::{
     self, CLAIMS, Done, Job, ROLLBACK_TO_SAVEPOINT, SAVEPOINT, Slot, Status, business,
-    encode_output, with_table,
+    encode_output, slot_attempt, with_table,
 };
 use crate::once::{Dialect, Once, OnceError, OnceRun};
 
@@ -37,16 +37,13 @@ where
     with_table!(
         job,
         run,
-        transaction = {
-            let (job_here, slot_here) = (Arc::clone(job), Arc::clone(&slot));
-            txretry_mysql_async::transaction_with(pool, &job.policy, options, async move |tx| {
-                let mut f = slot_here.take();
-                let result = attempt(tx, &mut f, &job_here).await;
-                slot_here.put(f);
-                result
-            })
-            .await
-        },
+        transaction = txretry_mysql_async::transaction_with(
+            pool,
+            &job.policy,
+            options,
+            slot_attempt!(&slot, job, attempt)
+        )
+        .await,
         migrate = migrate(pool, &run.once).await,
     )
 }

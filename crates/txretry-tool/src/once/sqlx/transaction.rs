@@ -14,7 +14,7 @@ use crate::once::OnceError;
 use crate::once::OnceRun;
 use crate::once::record::{
     self, CLAIMS, Done, Job, ROLLBACK_TO_SAVEPOINT, SAVEPOINT, Slot, Status, business,
-    encode_output, with_table,
+    encode_output, slot_attempt, with_table,
 };
 
 /// Runs the once transaction; when its claim finds no table, creates it and runs it once
@@ -38,16 +38,13 @@ where
     with_table!(
         job,
         run,
-        transaction = {
-            let (job_here, slot_here) = (Arc::clone(job), Arc::clone(&slot));
-            txretry_sqlx::transaction_with(pool, policy, options, async move |tx| {
-                let mut f = slot_here.take();
-                let result = attempt(tx, &mut f, &job_here).await;
-                slot_here.put(f);
-                result
-            })
-            .await
-        },
+        transaction = txretry_sqlx::transaction_with(
+            pool,
+            policy,
+            options,
+            slot_attempt!(&slot, job, attempt)
+        )
+        .await,
         migrate = DB::migrate(pool, &once.statements(DB::DIALECT).ddl, once.table_name()).await,
     )
 }
