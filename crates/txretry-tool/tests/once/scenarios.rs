@@ -576,6 +576,17 @@ pub async fn an_unconfirmed_call_says_a_repeat_with_the_same_key_is_safe<D: Once
     drop_tables(&fx, &[&t, &records]).await;
 }
 
+/// Calls `place` with `item` under `key`; the handler dies (panics), and the call fails
+/// saying so.
+async fn dies(toolbox: &Toolbox, item: i64, key: &str) {
+    let caller = anyone();
+    let result = within(toolbox.invoke(&caller, "place", json!({ "item": item }), key)).await;
+    let Err(InvokeError::Failed(failure)) = &result else {
+        panic!("{result:?}");
+    };
+    assert_eq!(failure.kind(), FailureKind::Panicked);
+}
+
 /// The work dies (panics) inside its transaction, as a process dying before COMMIT: the
 /// transaction is rolled back, nothing is recorded, and the call re-sent with the same key
 /// runs the work: one effect.
@@ -591,11 +602,7 @@ pub async fn a_process_dying_before_commit_leaves_nothing_and_the_resent_call_ru
     fx.migrate(&once).await;
     let work = Work::new(&t, Step::DieBeforeCommitFirst);
     let toolbox = toolbox(3, D::tool(&fx.handle(), "place", &work).once(once));
-    let first = within(toolbox.invoke(&anyone(), "place", json!({"item": 6}), "call-d")).await;
-    let Err(InvokeError::Failed(failure)) = &first else {
-        panic!("{first:?}");
-    };
-    assert_eq!(failure.kind(), FailureKind::Panicked);
+    dies(&toolbox, 6, "call-d").await;
     assert_eq!(
         count(&fx, &records).await,
         0,
@@ -625,11 +632,7 @@ pub async fn a_process_dying_after_commit_leaves_the_record_the_resent_call_gets
     fx.migrate(&once).await;
     let work = Work::new(&t, Step::DieAfterCommitFirst);
     let toolbox = toolbox(3, D::tool(&fx.handle(), "place", &work).once(once));
-    let first = within(toolbox.invoke(&anyone(), "place", json!({"item": 2}), "call-a")).await;
-    let Err(InvokeError::Failed(failure)) = &first else {
-        panic!("{first:?}");
-    };
-    assert_eq!(failure.kind(), FailureKind::Panicked);
+    dies(&toolbox, 2, "call-a").await;
     assert_eq!(
         fx.record(&records, "call-a").await.0,
         "ok",
