@@ -249,6 +249,7 @@ pub(crate) fn finish<T, E>(run: &OnceRun, done: Done<T>) -> Result<T, OnceError<
 /// The runner's closure for one async driver: each attempt takes the handler's closure out
 /// of `$slot`, runs `$attempt(tx, &mut f, &job)` and puts it back. Owns clones of the slot
 /// and the job, so its future borrows nothing (and is `Send` when the handler's is).
+#[cfg(async_once)]
 macro_rules! slot_attempt {
     ($slot:expr, $job:expr, $attempt:ident) => {{
         let (job, slot) = (Arc::clone($job), Arc::clone($slot));
