@@ -14,7 +14,8 @@
 //! - `dialect.rs`, `statements.rs`: the records' SQL for each database ([`Dialect`]);
 //! - `business.rs`: [`BusinessError`], what a call records and replays;
 //! - `record.rs`: the drivers' shared decisions (replay or run, the recorded output, which
-//!   errors are business errors), and how a call ends; `error.rs`: `OnceError`;
+//!   errors are business errors, `prune`'s age binds), and how a call begins, loops until
+//!   its table exists, and ends; `error.rs`: `OnceError`;
 //! - `refused.rs`: [`OnceRefused`]; `run.rs`: what one run of a handler did.
 
 mod business;

@@ -1,6 +1,8 @@
 //! What every driver's `once` transaction decides the same way: what a claimed record says
-//! (run the work, or replay), the output as it is recorded and returned, and which errors
-//! of the work are recorded as business errors.
+//! (run the work, or replay), the output as it is recorded and returned, which errors of
+//! the work are recorded as business errors, `prune`'s age binds; and how every driver's
+//! call begins (`Call`), runs its transaction until the table exists (`with_table!`) and,
+//! on the async drivers, hands the handler's closure to each attempt (`slot_attempt!`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -209,9 +211,10 @@ impl Job {
 /// that converts into a `BoxError`) and runs the transaction once more. Evaluates to
 /// `Result<Done<T>, OnceError<E>>`.
 ///
-/// A macro rather than a function taking closures, for the reason the runners' loops are
-/// (`retry_async!`): rustc cannot prove `Send` for a future that calls async closures over
-/// borrowed state (rust-lang/rust#100013), and the handlers' futures must be `Send`.
+/// A macro, like the runners' loops (`retry_async!`), so that each driver's future stays
+/// `Send` (the handlers' futures must be) without going through async closures over
+/// borrowed state, for which rustc cannot yet prove it (rust-lang/rust#100013); and so
+/// that the blocking rusqlite call uses the same loop.
 macro_rules! with_table {
     ($job:expr, $run:expr, transaction = $transaction:expr, migrate = $migrate:expr $(,)?) => {{
         let mut table_created = false;
