@@ -105,7 +105,9 @@ pub use txretry_diesel as diesel;
 
 /// Transactional tools for LLM agents (feature `tool`): a [`Toolbox`](tool::Toolbox) whose
 /// every invocation has one retry budget shared by the runners its handler calls, restart
-/// safety, per-attempt timeouts and a fail-closed role/persona/agent gate.
+/// safety, per-attempt timeouts and a fail-closed role/persona/agent gate. Each driver
+/// feature enabled with it turns on that driver's exactly-once calls (`ToolContext::once`
+/// for the `sqlx-*` features, `once_tokio_postgres`, `once_mysql_async`, `once_rusqlite`).
 #[cfg(feature = "tool")]
 pub use txretry_tool as tool;
 
@@ -132,6 +134,8 @@ pub mod docs;
     feature = "tokio-postgres",
     feature = "mysql_async",
     feature = "rusqlite",
+    feature = "diesel-postgres",
+    feature = "sea-orm-postgres",
     feature = "tool"
 ))]
 #[doc = include_str!("../README.md")]

@@ -11,7 +11,8 @@ use crate::once::OnceRun;
 /// called with it shares), the tool's name, the call's id, whether this attempt was
 /// cancelled, and for a [`once`](crate::Tool::once) tool the call's idempotency key and its
 /// one recorded transaction ([`ToolContext::once`](crate::ToolContext#method.once), features
-/// `sqlx-*`).
+/// `sqlx-*`; `once_tokio_postgres`, `once_mysql_async`, and the blocking `once_rusqlite`,
+/// under the drivers' features).
 ///
 /// Cheap to clone; it owns everything, so it can be moved into `async move` blocks and
 /// runner closures.
@@ -39,7 +40,7 @@ impl ToolContext {
     }
 
     /// This run's `once` state, for a tool declared `once`.
-    #[cfg_attr(not(sqlx_once), allow(dead_code))]
+    #[cfg_attr(not(once_records), allow(dead_code))]
     pub(crate) fn once_run(&self) -> Option<&Arc<OnceRun>> {
         self.once.as_ref()
     }

@@ -28,9 +28,12 @@
 //! - **events** to the toolbox's `on_retry` / `on_give_up` hooks and to `tracing`, with
 //!   the tool's name, the call id and the policy level;
 //! - **configuration from a file** ([`ToolboxConfig`]), with errors that name the field;
-//! - **exactly once** ([`Once`]; [`ToolContext::once`](ToolContext#method.once) with the
-//!   features `sqlx-postgres`, `sqlx-mysql`, `sqlx-sqlite`): a call's outcome is recorded in
-//!   the transaction of its writes, and a call repeated with the same key gets it back.
+//! - **exactly once** ([`Once`]): a call's outcome is recorded in the transaction of its
+//!   writes, and a call repeated with the same key gets it back; on every driver txretry
+//!   has a runner for: [`ToolContext::once`](ToolContext#method.once) (sqlx pools, features
+//!   `sqlx-postgres`, `sqlx-mysql`, `sqlx-sqlite`), `ToolContext::once_tokio_postgres`
+//!   (feature `tokio-postgres`), `ToolContext::once_mysql_async` (feature `mysql_async`),
+//!   and `ToolContext::once_rusqlite` for blocking tools (feature `rusqlite`).
 //!
 //! ```no_run
 //! use schemars::JsonSchema;

@@ -434,8 +434,9 @@ impl Tool {
     ///   `ToolContext::once`, or a transaction committed under [`ToolContext::policy`]
     ///   outside it, is refused ([`OnceRefused`](crate::OnceRefused));
     /// - [`ToolboxBuilder::build`](crate::ToolboxBuilder::build) refuses `once` on a
-    ///   [`blocking`](Tool::blocking) tool (`ToolContext::once` is async) and on a
-    ///   [`read_only`](Tool::read_only) one (it has nothing to record).
+    ///   [`read_only`](Tool::read_only) tool (it has nothing to record);
+    /// - a [`blocking`](Tool::blocking) tool records through
+    ///   `ToolContext::once_rusqlite` (feature `rusqlite`), the blocking one.
     ///
     /// # Default
     /// The toolbox's ([`ToolboxBuilder::once`](crate::ToolboxBuilder::once)), which is off

@@ -49,7 +49,7 @@ impl BusinessError {
 
     /// What a `once` call records for `error`, which the policy judged permanent (its
     /// code, if any, is `code`).
-    #[cfg_attr(not(sqlx_once), allow(dead_code))]
+    #[cfg_attr(not(once_records), allow(dead_code))]
     pub(crate) fn from_error(error: &(dyn Error + 'static), code: Option<Code>) -> Self {
         let mut link = Some(error);
         for _ in 0..64 {

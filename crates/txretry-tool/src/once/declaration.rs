@@ -19,7 +19,8 @@ type KeyFn = dyn Fn(&Value) -> Result<String, String> + Send + Sync;
 /// Declares a tool (with [`Tool::once`](crate::Tool::once)) or every tool of a toolbox (with
 /// [`ToolboxBuilder::once`](crate::ToolboxBuilder::once)) *exactly once*: each invocation
 /// carries an idempotency key, and the handler's one transaction, run through
-/// [`ToolContext::once`](crate::ToolContext#method.once) (features `sqlx-*`), records the
+/// [`ToolContext::once`](crate::ToolContext#method.once) (features `sqlx-*`) or a driver's
+/// `once_*` (`once_tokio_postgres`, `once_mysql_async`, `once_rusqlite`), records the
 /// call's outcome under that key in the same transaction as the tool's own writes. A second
 /// invocation with the same key does not run that transaction's work again: it gets the
 /// recorded outcome — the same output, or the same business error.
@@ -166,7 +167,7 @@ impl Once {
     }
 
     /// The statements for `dialect`, built once.
-    #[cfg_attr(not(sqlx_once), allow(dead_code))]
+    #[cfg_attr(not(once_records), allow(dead_code))]
     pub(crate) fn statements(&self, dialect: Dialect) -> &Statements {
         self.inner.statements[dialect as usize]
             .get_or_init(|| Statements::new(dialect, &self.inner.table))

@@ -27,7 +27,8 @@ pub enum OnceError<E> {
     #[error("{0}")]
     Refused(OnceRefused),
     /// The records' table was missing and could not be created: the driver's error
-    /// (`sqlx::Error`, `tokio_postgres::Error`), boxed.
+    /// (`sqlx::Error`, `tokio_postgres::Error`, `mysql_async::Error`,
+    /// `rusqlite::Error`), boxed.
     #[error("the table of recorded tool calls could not be created")]
     Table(#[source] BoxError),
 }

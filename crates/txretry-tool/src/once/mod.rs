@@ -6,13 +6,16 @@
 //! The declaration ([`Once`]), the records' table and its SQL, and what every driver
 //! decides the same way live here; the runners that claim, run and record are per driver:
 //! `ToolContext::once` in `sqlx/` (the `sqlx-*` features), `ToolContext::once_tokio_postgres`
-//! in `tokio_postgres/` (the `tokio-postgres` feature).
+//! in `tokio_postgres/` (the `tokio-postgres` feature), `ToolContext::once_mysql_async` in
+//! `mysql_async/` (the `mysql_async` feature) and the blocking `ToolContext::once_rusqlite`
+//! in `rusqlite/` (the `rusqlite` feature).
 //!
 //! - `declaration.rs`: [`Once`], and each call's key; `table_name.rs`: [`InvalidTableName`];
 //! - `dialect.rs`, `statements.rs`: the records' SQL for each database ([`Dialect`]);
 //! - `business.rs`: [`BusinessError`], what a call records and replays;
 //! - `record.rs`: the drivers' shared decisions (replay or run, the recorded output, which
-//!   errors are business errors), and how a call ends; `error.rs`: `OnceError`;
+//!   errors are business errors, `prune`'s age binds), and how a call begins, loops until
+//!   its table exists, and ends; `error.rs`: `OnceError`;
 //! - `refused.rs`: [`OnceRefused`]; `run.rs`: what one run of a handler did.
 
 mod business;
@@ -20,10 +23,14 @@ mod declaration;
 mod dialect;
 #[cfg(once_records)]
 mod error;
+#[cfg(feature = "mysql_async")]
+mod mysql_async;
 #[cfg(once_records)]
 mod record;
 mod refused;
 mod run;
+#[cfg(feature = "rusqlite")]
+mod rusqlite;
 mod statements;
 mod table_name;
 #[cfg(feature = "tokio-postgres")]

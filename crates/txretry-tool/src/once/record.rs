@@ -1,15 +1,19 @@
 //! What every driver's `once` transaction decides the same way: what a claimed record says
-//! (run the work, or replay), the output as it is recorded and returned, and which errors
-//! of the work are recorded as business errors.
+//! (run the work, or replay), the output as it is recorded and returned, which errors of
+//! the work are recorded as business errors, `prune`'s age binds; and how every driver's
+//! call begins (`Call`), runs its transaction until the table exists (`with_table!`) and,
+//! on the async drivers, hands the handler's closure to each attempt (`slot_attempt!`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use txretry_core::{AsError, RetryPolicy, Verdict};
+use txretry_core::{AsError, RetryPolicy, TxOptions, Verdict};
 
 use super::{BusinessError, Dialect, OnceError, OnceRefused, OnceRun, Statements};
+use crate::ToolContext;
 
 /// The savepoint the handler's work runs under, so that a business error can undo that
 /// work and still commit its record.
@@ -22,7 +26,36 @@ pub(crate) const CLAIMS: usize = 3;
 
 /// The oldest age `prune` deletes by: Postgres caps interval arithmetic; no record is that
 /// old anyway (about 317 years).
-pub(crate) const MAX_AGE_SECS: f64 = 1e10;
+const MAX_AGE_SECS: f64 = 1e10;
+
+/// `prune`'s bind on Postgres: the age in seconds (capped at [`MAX_AGE_SECS`]).
+#[cfg_attr(
+    not(any(feature = "sqlx-postgres", feature = "tokio-postgres")),
+    allow(dead_code)
+)]
+pub(crate) fn age_seconds(older_than: Duration) -> f64 {
+    older_than.as_secs_f64().min(MAX_AGE_SECS)
+}
+
+/// `prune`'s bind on MySQL/MariaDB: the age in whole microseconds (capped at
+/// [`MAX_AGE_SECS`], so it fits an `i64`).
+#[cfg_attr(
+    not(any(feature = "sqlx-mysql", feature = "mysql_async")),
+    allow(dead_code)
+)]
+pub(crate) fn age_micros(older_than: Duration) -> i64 {
+    (older_than.as_secs_f64().min(MAX_AGE_SECS) * 1e6) as i64
+}
+
+/// `prune`'s bind on SQLite: a `strftime` modifier, `-N seconds` (capped at
+/// [`MAX_AGE_SECS`]).
+#[cfg_attr(
+    not(any(feature = "sqlx-sqlite", feature = "rusqlite")),
+    allow(dead_code)
+)]
+pub(crate) fn age_modifier(older_than: Duration) -> String {
+    format!("-{:.6} seconds", older_than.as_secs_f64().min(MAX_AGE_SECS))
+}
 
 /// What the transaction committed: the output (recorded now, or read back), or the
 /// business error.
@@ -110,28 +143,53 @@ pub(crate) struct Job {
     pub(crate) missing_table: AtomicBool,
 }
 
-impl Job {
+/// What a `once_*` call takes from its context when it is called, for its transaction to
+/// begin with when it runs: the futures own what they use.
+pub(crate) struct Call {
+    run: Option<Arc<OnceRun>>,
+    tool: Arc<str>,
+    policy: RetryPolicy,
+    options: TxOptions,
+}
+
+impl Call {
+    /// The call with `options`: always read-write, and idempotent (the record makes an
+    /// ambiguous COMMIT safe to retry).
+    pub(crate) fn new(ctx: &ToolContext, options: &TxOptions) -> Call {
+        Call {
+            run: ctx.once_run().cloned(),
+            tool: ctx.tool().into(),
+            policy: ctx.policy().clone(),
+            options: options.clone().idempotent(true).read_only(false),
+        }
+    }
+
+    /// The transaction's options.
+    pub(crate) fn options(&self) -> &TxOptions {
+        &self.options
+    }
+
     /// Starts the run's one `once` transaction (refused when it may not start).
-    pub(crate) fn begin(
-        run: Option<&Arc<OnceRun>>,
+    pub(crate) fn begin<E>(
+        &self,
         dialect: Dialect,
-        tool: &str,
-        policy: &RetryPolicy,
-    ) -> Result<(Arc<OnceRun>, Arc<Job>), OnceRefused> {
-        let Some(run) = run else {
-            return Err(OnceRefused::NotDeclared);
+    ) -> Result<(Arc<OnceRun>, Arc<Job>), OnceError<E>> {
+        let Some(run) = &self.run else {
+            return Err(OnceError::Refused(OnceRefused::NotDeclared));
         };
-        run.begin()?;
+        run.begin().map_err(OnceError::Refused)?;
         let job = Arc::new(Job {
             statements: run.once.statements(dialect).clone(),
-            tool: tool.into(),
+            tool: Arc::clone(&self.tool),
             key: Arc::clone(&run.key),
-            policy: policy.clone(),
+            policy: self.policy.clone(),
             missing_table: AtomicBool::new(false),
         });
         Ok((Arc::clone(run), job))
     }
+}
 
+impl Job {
     /// Whether the runner's failure came from a claim that found no table (and the table
     /// was not created yet): then that failed claim is forgotten, the once layer's
     /// business and not the invocation's, and the caller creates the table and runs the
@@ -148,6 +206,35 @@ impl Job {
     }
 }
 
+/// Runs a driver's once transaction (`$transaction`: the runner's call, `.await`ed when
+/// async) until it ends; when its claim found no table, creates it (`$migrate`, any error
+/// that converts into a `BoxError`) and runs the transaction once more. Evaluates to
+/// `Result<Done<T>, OnceError<E>>`.
+///
+/// A macro, like the runners' loops (`retry_async!`), so that each driver's future stays
+/// `Send` (the handlers' futures must be) without going through async closures over
+/// borrowed state, for which rustc cannot yet prove it (rust-lang/rust#100013); and so
+/// that the blocking rusqlite call uses the same loop.
+macro_rules! with_table {
+    ($job:expr, $run:expr, transaction = $transaction:expr, migrate = $migrate:expr $(,)?) => {{
+        let mut table_created = false;
+        loop {
+            match $transaction {
+                Ok(done) => break Ok(done),
+                Err(error) if $job.missing_table(table_created, $run) => {
+                    drop(error);
+                    if let Err(e) = $migrate {
+                        break Err($crate::OnceError::Table(e.into()));
+                    }
+                    table_created = true;
+                }
+                Err(error) => break Err($crate::OnceError::Failed(error)),
+            }
+        }
+    }};
+}
+pub(crate) use with_table;
+
 /// The call's answer from what its transaction committed; tells the run how it ended.
 pub(crate) fn finish<T, E>(run: &OnceRun, done: Done<T>) -> Result<T, OnceError<E>> {
     match done {
@@ -162,10 +249,31 @@ pub(crate) fn finish<T, E>(run: &OnceRun, done: Done<T>) -> Result<T, OnceError<
     }
 }
 
+/// The runner's closure for one async driver: each attempt takes the handler's closure out
+/// of `$slot`, runs `$attempt(tx, &mut f, &job)` and puts it back. Owns clones of the slot
+/// and the job, so its future borrows nothing (and is `Send` when the handler's is).
+#[cfg(async_once)]
+macro_rules! slot_attempt {
+    ($slot:expr, $job:expr, $attempt:ident) => {{
+        let (job, slot) = (Arc::clone($job), Arc::clone($slot));
+        async move |tx| {
+            let mut f = slot.take();
+            let result = $attempt(tx, &mut f, &job).await;
+            slot.put(f);
+            result
+        }
+    }};
+}
+#[cfg(async_once)]
+pub(crate) use slot_attempt;
+
 /// The handler's closure, handed to each runner attempt and taken back after it: the
-/// runner's closure must own what it captures for its future to be `Send`.
+/// runner's closure must own what it captures for its future to be `Send`. (The blocking
+/// rusqlite runner takes a plain `FnMut` and needs none.)
+#[cfg_attr(not(async_once), allow(dead_code))]
 pub(crate) struct Slot<F>(Mutex<Option<F>>);
 
+#[cfg_attr(not(async_once), allow(dead_code))]
 impl<F> Slot<F> {
     pub(crate) fn new(f: F) -> Arc<Slot<F>> {
         Arc::new(Slot(Mutex::new(Some(f))))

@@ -115,8 +115,9 @@ impl ToolboxBuilder {
 
     /// Declares every tool *exactly once* (see [`Tool::once`]) unless it says otherwise:
     /// tools with their own [`Tool::once`] keep it, tools with [`Tool::without_once`] are
-    /// left out, and so are [`read_only`](Tool::read_only) and [`blocking`](Tool::blocking)
-    /// tools (nothing to record; `ToolContext::once` is async).
+    /// left out, and so are [`read_only`](Tool::read_only) tools (nothing to record) and
+    /// [`blocking`](Tool::blocking) tools (they opt in with their own [`Tool::once`] and
+    /// record through `ToolContext::once_rusqlite`).
     ///
     /// # Default
     /// None: only tools declared with [`Tool::once`] are `once`.
@@ -252,21 +253,17 @@ impl ToolboxBuilder {
             }
             let once = match once {
                 OnceSetting::On(once) => {
-                    let refused = if blocking {
-                        Some("a blocking tool cannot run ToolContext::once, which is async")
-                    } else if descriptor.read_only {
-                        Some("a read-only tool has nothing to record")
-                    } else {
-                        None
-                    };
-                    if let Some(reason) = refused {
+                    // A blocking tool may: `ToolContext::once_rusqlite` is blocking.
+                    if descriptor.read_only {
                         return Err(BuildError::OnceNotAllowed {
                             tool: descriptor.name,
-                            reason,
+                            reason: "a read-only tool has nothing to record",
                         });
                     }
                     Some(once)
                 }
+                // Blocking tools opt in with their own `Tool::once`: a toolbox-wide `once`
+                // made before blocking tools could be `once` must not change them.
                 OnceSetting::Toolbox if !blocking && !descriptor.read_only => self.once.clone(),
                 OnceSetting::Toolbox | OnceSetting::Off => None,
             };

@@ -40,7 +40,7 @@ pub enum BuildError {
     /// A policy could not be rebuilt with the toolbox's hooks.
     #[error("{0}")]
     Policy(#[source] PolicyError),
-    /// A tool declared [`once`](Tool::once) cannot be: it is blocking, or read-only.
+    /// A tool declared [`once`](Tool::once) cannot be: it is read-only (nothing to record).
     #[error("tool {tool:?} cannot be once: {reason}")]
     OnceNotAllowed {
         /// The tool.

@@ -1,13 +1,15 @@
-//! Exactly-once tool calls (`Tool::once`, `ToolContext::once`) on real databases: SQLite
-//! always; PostgreSQL and MySQL/MariaDB through txretry-testkit (TXRETRY_POSTGRES_URL,
-//! TXRETRY_MYSQL_URL; skipped without a server unless TXRETRY_REQUIRE_DB=1).
+//! Exactly-once tool calls (`Tool::once`, `ToolContext::once*`) on real databases, one
+//! matrix for every (driver, database) pair: SQLite always; PostgreSQL and MySQL/MariaDB
+//! through txretry-testkit (TXRETRY_POSTGRES_URL, TXRETRY_MYSQL_URL; skipped without a
+//! server unless TXRETRY_REQUIRE_DB=1).
 //!
-//! `suite.rs` holds the scenarios every database runs (a macro, so each runs on concrete
-//! sqlx types); the database modules add what only they can show (a backend terminated
-//! during COMMIT, the commit-fault proxy).
-//!
-//! `tokio_pg.rs` runs `ToolContext::once_tokio_postgres` (feature `tokio-postgres`) through
-//! the same scenarios on tokio-postgres clients.
+//! - `scenarios.rs`: every scenario, written once, generic over `driver.rs`'s
+//!   `OnceDriver`; `terminated.rs`: a backend terminated during COMMIT (Postgres pairs);
+//! - `drivers/`: one `OnceDriver` per driver, each expanding the matrix for its databases:
+//!   sqlx × {Postgres, MariaDB, SQLite}, tokio-postgres × Postgres (feature
+//!   `tokio-postgres`), mysql_async × MariaDB (`mysql_async`), rusqlite × SQLite
+//!   (`rusqlite`, blocking tools);
+//! - `refused.rs`: what `once` refuses (on SQLite).
 //!
 //! Needs the features `sqlx-postgres`, `sqlx-mysql` and `sqlx-sqlite`
 //! (`cargo test -p txretry-tool --all-features`).
@@ -18,12 +20,8 @@
 ))]
 
 mod common;
-#[macro_use]
-mod suite;
-
-mod mysql;
-mod postgres;
+mod driver;
+mod drivers;
 mod refused;
-mod sqlite;
-#[cfg(feature = "tokio-postgres")]
-mod tokio_pg;
+mod scenarios;
+mod terminated;

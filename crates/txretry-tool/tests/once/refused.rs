@@ -11,7 +11,22 @@ use txretry_tool::{
 };
 
 use crate::common::{Args, Counter, anyone, fast, unique_name};
-use crate::sqlite::fixture;
+
+/// A SQLite database file of the test's own.
+struct Fx {
+    pool: SqlitePool,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture(_test: &str) -> Option<Fx> {
+    let dir = tempfile::tempdir().unwrap();
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(dir.path().join("once.db"))
+        .create_if_missing(true)
+        .busy_timeout(std::time::Duration::from_secs(20));
+    let pool = SqlitePool::connect_with(options).await.unwrap();
+    Some(Fx { pool, _dir: dir })
+}
 
 async fn effects(pool: &SqlitePool) -> String {
     let t = unique_name("once_effects");
@@ -154,16 +169,7 @@ async fn a_once_tool_that_commits_only_outside_once_is_refused() {
 }
 
 #[test]
-fn once_on_a_blocking_or_read_only_tool_is_refused_at_build_time() {
-    let blocking =
-        Tool::blocking("b", "", |_: ToolContext, _: Args| Ok::<_, BoxError>(1)).once(Once::new());
-    let err = Toolbox::builder().tool(blocking).build().unwrap_err();
-    assert!(
-        matches!(&err, BuildError::OnceNotAllowed { tool, .. } if tool == "b"),
-        "{err:?}"
-    );
-    assert!(err.to_string().contains("blocking"), "{err}");
-
+fn once_on_a_read_only_tool_is_refused_at_build_time_and_allowed_on_a_blocking_one() {
     let read_only = Tool::new("r", "", |_: ToolContext, _: Args| async {
         Ok::<_, BoxError>(1)
     })
@@ -171,10 +177,19 @@ fn once_on_a_blocking_or_read_only_tool_is_refused_at_build_time() {
     .once(Once::new());
     let err = Toolbox::builder().tool(read_only).build().unwrap_err();
     assert!(matches!(&err, BuildError::OnceNotAllowed { tool, .. } if tool == "r"));
+    assert!(err.to_string().contains("read-only"), "{err}");
+
+    // `ToolContext::once_rusqlite` is blocking: a blocking tool may be `once`.
+    let blocking =
+        Tool::blocking("b", "", |_: ToolContext, _: Args| Ok::<_, BoxError>(1)).once(Once::new());
+    let toolbox = Toolbox::builder().tool(blocking).build().unwrap();
+    assert!(toolbox.offered(&anyone())[0].is_once());
 }
 
+/// Blocking tools opt in with their own `Tool::once`: a toolbox-wide `once` leaves them as
+/// they were.
 #[test]
-fn a_toolbox_wide_once_covers_writers_only() {
+fn a_toolbox_wide_once_covers_async_writers_only() {
     let tool = |name: &str| {
         Tool::new(name, "", |_: ToolContext, _: Args| async {
             Ok::<_, BoxError>(1)

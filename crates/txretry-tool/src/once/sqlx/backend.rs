@@ -8,8 +8,6 @@ use sqlx::Pool;
 
 use crate::Dialect;
 
-pub(super) use crate::once::record::MAX_AGE_SECS;
-
 /// A record as it is read back: `status, output, error_kind, error_message`.
 pub(super) type Record = (String, Option<String>, Option<String>, Option<String>);
 

@@ -1,7 +1,6 @@
 //! `ToolContext::once`: a tool call's one transaction, run exactly once per key.
 
 use std::future::Future;
-use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -11,7 +10,7 @@ use txretry_core::{AsError, TxOptions};
 use super::OnceBackend;
 use super::transaction::run_transaction;
 use crate::once::OnceError;
-use crate::once::record::{Job, finish};
+use crate::once::record::{Call, finish};
 #[cfg(doc)]
 use txretry_core::TxError;
 
@@ -210,15 +209,11 @@ impl ToolContext {
         F: AsyncFnMut(&mut Transaction<'_, DB>) -> Result<T, E>,
         E: From<sqlx::Error> + AsError<Via>,
     {
-        let run = self.once_run().cloned();
-        let policy = self.policy().clone();
-        let tool: Arc<str> = self.tool().into();
+        let call = Call::new(self, options);
         let pool = pool.clone();
-        let options = options.clone().idempotent(true).read_only(false);
         async move {
-            let (run, job) = Job::begin(run.as_ref(), DB::DIALECT, &tool, &policy)
-                .map_err(OnceError::Refused)?;
-            let done = run_transaction(&pool, &policy, &options, &job, &run, f).await?;
+            let (run, job) = call.begin(DB::DIALECT)?;
+            let done = run_transaction(&pool, &job.policy, call.options(), &job, &run, f).await?;
             finish(&run, done)
         }
     }

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::backend::sealed::Sealed;
-use super::backend::{MAX_AGE_SECS, OnceBackend, Record, shared_methods};
+use super::backend::{OnceBackend, Record, shared_methods};
 use crate::Dialect;
+use crate::once::record::age_micros;
 
 impl Sealed for sqlx::MySql {}
 
@@ -31,10 +32,8 @@ impl OnceBackend for sqlx::MySql {
         sql: &'c Arc<str>,
         older_than: Duration,
     ) -> Result<u64, sqlx::Error> {
-        // Whole microseconds; MAX_AGE_SECS * 1e6 fits an i64.
-        let micros = (older_than.as_secs_f64().min(MAX_AGE_SECS) * 1e6) as i64;
         let done = sqlx::query(sqlx::AssertSqlSafe(Arc::clone(sql)))
-            .bind(micros)
+            .bind(age_micros(older_than))
             .execute(pool)
             .await?;
         Ok(done.rows_affected())

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::backend::sealed::Sealed;
-use super::backend::{MAX_AGE_SECS, OnceBackend, Record, shared_methods};
+use super::backend::{OnceBackend, Record, shared_methods};
 use crate::Dialect;
+use crate::once::record::age_seconds;
 use crate::once::statements::{MIGRATE_LOCK, migrate_lock_name};
 
 impl Sealed for sqlx::Postgres {}
@@ -39,7 +40,7 @@ impl OnceBackend for sqlx::Postgres {
         sql: &'c Arc<str>,
         older_than: Duration,
     ) -> Result<u64, sqlx::Error> {
-        let seconds = older_than.as_secs_f64().min(MAX_AGE_SECS);
+        let seconds = age_seconds(older_than);
         let done = sqlx::query(sqlx::AssertSqlSafe(Arc::clone(sql)))
             .bind(seconds)
             .execute(pool)

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::backend::sealed::Sealed;
-use super::backend::{MAX_AGE_SECS, OnceBackend, Record, shared_methods};
+use super::backend::{OnceBackend, Record, shared_methods};
 use crate::Dialect;
+use crate::once::record::age_modifier;
 
 impl Sealed for sqlx_sqlite::Sqlite {}
 
@@ -32,9 +33,8 @@ impl OnceBackend for sqlx_sqlite::Sqlite {
         sql: &'c Arc<str>,
         older_than: Duration,
     ) -> Result<u64, sqlx::Error> {
-        let modifier = format!("-{:.6} seconds", older_than.as_secs_f64().min(MAX_AGE_SECS));
         let done = sqlx::query(sqlx::AssertSqlSafe(Arc::clone(sql)))
-            .bind(modifier)
+            .bind(age_modifier(older_than))
             .execute(pool)
             .await?;
         Ok(done.rows_affected())

@@ -14,7 +14,7 @@ use crate::once::OnceError;
 use crate::once::OnceRun;
 use crate::once::record::{
     self, CLAIMS, Done, Job, ROLLBACK_TO_SAVEPOINT, SAVEPOINT, Slot, Status, business,
-    encode_output,
+    encode_output, slot_attempt, with_table,
 };
 
 /// Runs the once transaction; when its claim finds no table, creates it and runs it once
@@ -34,29 +34,19 @@ where
     E: From<sqlx::Error> + AsError<Via>,
 {
     let slot = Slot::new(f);
-    let mut table_created = false;
-    loop {
-        let (job_here, slot_here) = (Arc::clone(job), Arc::clone(&slot));
-        let result = txretry_sqlx::transaction_with(pool, policy, options, async move |tx| {
-            let mut f = slot_here.take();
-            let result = attempt(tx, &mut f, &job_here).await;
-            slot_here.put(f);
-            result
-        })
-        .await;
-        match result {
-            Ok(done) => return Ok(done),
-            Err(error) if job.missing_table(table_created, run) => {
-                drop(error);
-                let once = &run.once;
-                DB::migrate(pool, &once.statements(DB::DIALECT).ddl, once.table_name())
-                    .await
-                    .map_err(|e| OnceError::Table(e.into()))?;
-                table_created = true;
-            }
-            Err(error) => return Err(OnceError::Failed(error)),
-        }
-    }
+    let once = &run.once;
+    with_table!(
+        job,
+        run,
+        transaction = txretry_sqlx::transaction_with(
+            pool,
+            policy,
+            options,
+            slot_attempt!(&slot, job, attempt)
+        )
+        .await,
+        migrate = DB::migrate(pool, &once.statements(DB::DIALECT).ddl, once.table_name()).await,
+    )
 }
 
 /// One attempt: claim, then replay or run `f` and record.

@@ -2,7 +2,6 @@
 //! client, run exactly once per key.
 
 use std::future::Future;
-use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -10,7 +9,7 @@ use tokio_postgres::{Client, Transaction};
 use txretry_core::{AsError, TxOptions};
 
 use super::transaction::run_transaction;
-use crate::once::record::{Job, finish};
+use crate::once::record::{Call, finish};
 #[cfg(doc)]
 use crate::{BusinessError, Once, OnceRefused};
 use crate::{Dialect, OnceError, ToolContext};
@@ -129,14 +128,10 @@ impl ToolContext {
         F: AsyncFnMut(&mut Transaction<'_>) -> Result<T, E>,
         E: From<tokio_postgres::Error> + AsError<Via>,
     {
-        let run = self.once_run().cloned();
-        let policy = self.policy().clone();
-        let tool: Arc<str> = self.tool().into();
-        let options = options.clone().idempotent(true).read_only(false);
+        let call = Call::new(self, options);
         async move {
-            let (run, job) = Job::begin(run.as_ref(), Dialect::Postgres, &tool, &policy)
-                .map_err(OnceError::Refused)?;
-            let done = run_transaction(client, &options, &job, &run, f).await?;
+            let (run, job) = call.begin(Dialect::Postgres)?;
+            let done = run_transaction(client, call.options(), &job, &run, f).await?;
             finish(&run, done)
         }
     }

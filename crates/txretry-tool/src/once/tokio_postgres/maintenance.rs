@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio_postgres::Client;
 
-use crate::once::record::MAX_AGE_SECS;
+use crate::once::record::age_seconds;
 use crate::{Dialect, Once};
 
 impl Once {
@@ -34,7 +34,7 @@ impl Once {
         client: &Client,
         older_than: Duration,
     ) -> Result<u64, tokio_postgres::Error> {
-        let seconds = older_than.as_secs_f64().min(MAX_AGE_SECS);
+        let seconds = age_seconds(older_than);
         let sql = &self.statements(Dialect::Postgres).prune;
         client.execute(&**sql, &[&seconds]).await
     }

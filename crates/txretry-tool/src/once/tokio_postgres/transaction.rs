@@ -15,7 +15,7 @@ use txretry_core::{AsError, TxOptions};
 
 use crate::once::record::{
     self, CLAIMS, Done, Job, ROLLBACK_TO_SAVEPOINT, SAVEPOINT, Slot, Status, business,
-    encode_output,
+    encode_output, slot_attempt, with_table,
 };
 use crate::once::statements::{MIGRATE_LOCK, migrate_lock_name};
 use crate::once::{Dialect, Once, OnceError, OnceRun};
@@ -37,33 +37,18 @@ where
     E: From<tokio_postgres::Error> + AsError<Via>,
 {
     let slot = Slot::new(f);
-    let mut table_created = false;
-    loop {
-        let (job_here, slot_here) = (Arc::clone(job), Arc::clone(&slot));
-        let result = txretry_tokio_postgres::transaction_with(
+    with_table!(
+        job,
+        run,
+        transaction = txretry_tokio_postgres::transaction_with(
             &mut *client,
             &job.policy,
             options,
-            async move |tx| {
-                let mut f = slot_here.take();
-                let result = attempt(tx, &mut f, &job_here).await;
-                slot_here.put(f);
-                result
-            },
+            slot_attempt!(&slot, job, attempt)
         )
-        .await;
-        match result {
-            Ok(done) => return Ok(done),
-            Err(error) if job.missing_table(table_created, run) => {
-                drop(error);
-                migrate(client, &run.once)
-                    .await
-                    .map_err(|e| OnceError::Table(e.into()))?;
-                table_created = true;
-            }
-            Err(error) => return Err(OnceError::Failed(error)),
-        }
-    }
+        .await,
+        migrate = migrate(client, &run.once).await,
+    )
 }
 
 /// Creates the table and its index if they do not exist, in a transaction that holds the
