@@ -86,14 +86,6 @@ pub use txretry_mysql_async as mysql_async;
 #[cfg(feature = "rusqlite")]
 pub use txretry_rusqlite as rusqlite;
 
-/// SeaORM 2 (features `sea-orm-postgres`, `sea-orm-mysql`, `sea-orm-sqlite`): `DbErr`'s
-/// codes, read through the sqlx error inside it, and a retrying transaction runner.
-#[cfg(any(
-    feature = "sea-orm-postgres",
-    feature = "sea-orm-mysql",
-    feature = "sea-orm-sqlite"
-))]
-pub use txretry_sea_orm as sea_orm;
 /// Diesel 2.4 (features `diesel-postgres`, `diesel-mysql`, `diesel-sqlite`, blocking): error
 /// codes, including those Diesel drops, and a retrying transaction runner.
 #[cfg(any(
@@ -102,6 +94,14 @@ pub use txretry_sea_orm as sea_orm;
     feature = "diesel-sqlite"
 ))]
 pub use txretry_diesel as diesel;
+/// SeaORM 2 (features `sea-orm-postgres`, `sea-orm-mysql`, `sea-orm-sqlite`): `DbErr`'s
+/// codes, read through the sqlx error inside it, and a retrying transaction runner.
+#[cfg(any(
+    feature = "sea-orm-postgres",
+    feature = "sea-orm-mysql",
+    feature = "sea-orm-sqlite"
+))]
+pub use txretry_sea_orm as sea_orm;
 
 /// Transactional tools for LLM agents (feature `tool`): a [`Toolbox`](tool::Toolbox) whose
 /// every invocation has one retry budget shared by the runners its handler calls, restart
