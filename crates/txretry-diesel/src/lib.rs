@@ -62,10 +62,18 @@ connection cannot be reopened by the runner, so an attempt that broke the connec
 ends the loop. See [`transaction_with`].
 "#]
 
+#[cfg(any(feature = "async-postgres", feature = "async-mysql"))]
+mod async_backend;
+#[cfg(any(feature = "async-postgres", feature = "async-mysql"))]
+mod async_runner;
 mod backend;
 mod codes;
 mod runner;
 
+#[cfg(any(feature = "async-postgres", feature = "async-mysql"))]
+pub use async_backend::AsyncRetryConnection;
+#[cfg(any(feature = "async-postgres", feature = "async-mysql"))]
+pub use async_runner::{async_transaction, async_transaction_with};
 pub use backend::RetryConnection;
 pub use codes::extract;
 pub use runner::{transaction, transaction_with};
