@@ -6,6 +6,8 @@
 
 #[path = "../diesel-shared/business.rs"]
 mod business;
+#[path = "../diesel-shared/calls.rs"]
+mod calls;
 mod commit_boundary;
 mod common;
 mod deadlock;

@@ -5,12 +5,16 @@
 
 #[path = "../diesel-shared/business.rs"]
 mod business;
+#[path = "../diesel-shared/calls.rs"]
+mod calls;
 mod commit_boundary;
 mod common;
 mod deadlock;
 mod lock_timeout;
+#[path = "../diesel-shared/pg_options.rs"]
 mod options;
 #[path = "../diesel-shared/read_only.rs"]
 mod read_only;
 mod serialization;
+#[path = "../diesel-shared/pg_swallowed_error.rs"]
 mod swallowed_error;

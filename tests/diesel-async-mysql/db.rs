@@ -1,0 +1,151 @@
+//! This binary's helpers, async: connections, tables, polling the server. The shared
+//! scenarios reach them through `common` (blocking).
+
+use std::time::{Duration, Instant};
+
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Integer, Text};
+use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl, SimpleAsyncConnection};
+
+pub use txretry_testkit::outcome::assert_outcome;
+pub use txretry_testkit::record::recording;
+
+/// This binary's connection type.
+pub type Conn = AsyncMysqlConnection;
+
+/// This binary's name, for test names and table prefixes.
+pub const BINARY: &str = "diesel_async_mysql";
+
+/// The SQLSTATE of a duplicate key on this server.
+pub const UNIQUE_VIOLATION: &str = "23000";
+
+/// The server URL, or `None` when the test must skip (txretry-testkit printed why; with
+/// `TXRETRY_REQUIRE_DB=1` it panics instead).
+pub fn url(test: &str) -> Option<String> {
+    txretry_testkit::mysql_url(test)
+}
+
+/// A unique table name (tests share one database and run in parallel).
+pub fn table(prefix: &str) -> String {
+    txretry_testkit::unique_name(prefix)
+}
+
+/// A new session.
+pub async fn connect(url: &str) -> Conn {
+    AsyncMysqlConnection::establish(url)
+        .await
+        .expect("connect to mysql")
+}
+
+/// Runs statements outside the runner.
+pub async fn exec(conn: &mut Conn, sql: &str) {
+    conn.batch_execute(sql).await.expect(sql);
+}
+
+#[derive(QueryableByName)]
+struct Number {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// `SELECT count(*) FROM {table} WHERE {condition}`.
+pub async fn count(conn: &mut Conn, table: &str, condition: &str) -> i64 {
+    diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM {table} WHERE {condition}"
+    ))
+    .get_result::<Number>(conn)
+    .await
+    .expect("count rows")
+    .n
+}
+
+/// `CREATE TABLE {name} (id int PRIMARY KEY, v bigint NOT NULL) ENGINE=InnoDB` with rows
+/// `1..=rows`, v = 0.
+pub async fn create_rows(conn: &mut Conn, name: &str, rows: i32) {
+    exec(
+        conn,
+        &format!("CREATE TABLE {name} (id int PRIMARY KEY, v bigint NOT NULL) ENGINE=InnoDB"),
+    )
+    .await;
+    for id in 1..=rows {
+        diesel::sql_query(format!("INSERT INTO {name} (id, v) VALUES (?, 0)"))
+            .bind::<Integer, _>(id)
+            .execute(conn)
+            .await
+            .expect("insert row");
+    }
+}
+
+/// `CREATE TABLE {name} (note varchar(64) NOT NULL) ENGINE=InnoDB`: no key, so a second
+/// run would show as a second row rather than as a duplicate-key error.
+pub async fn create_log(conn: &mut Conn, name: &str) {
+    exec(
+        conn,
+        &format!("CREATE TABLE {name} (note varchar(64) NOT NULL) ENGINE=InnoDB"),
+    )
+    .await;
+}
+
+/// The value of row `id`.
+pub async fn value(conn: &mut Conn, name: &str, id: i32) -> i64 {
+    diesel::sql_query(format!("SELECT v AS n FROM {name} WHERE id = ?"))
+        .bind::<Integer, _>(id)
+        .get_result::<Number>(conn)
+        .await
+        .expect("read row")
+        .n
+}
+
+/// Drops the tables.
+pub async fn drop_tables(conn: &mut Conn, names: &[&str]) {
+    for name in names {
+        exec(conn, &format!("DROP TABLE IF EXISTS {name}")).await;
+    }
+}
+
+/// The session's connection id (what `information_schema.processlist` names).
+pub async fn connection_id(conn: &mut Conn) -> i64 {
+    diesel::sql_query("SELECT CAST(CONNECTION_ID() AS SIGNED) AS n")
+        .get_result::<Number>(conn)
+        .await
+        .expect("CONNECTION_ID()")
+        .n
+}
+
+/// Waits until session `id` is executing `statement` (`information_schema.processlist`).
+/// Polls; panics after 30 s so a broken setup fails instead of hanging.
+pub async fn wait_for_statement(observer: &mut Conn, id: i64, statement: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let running = diesel::sql_query(
+            "SELECT count(*) AS n FROM information_schema.processlist WHERE id = ? AND info = ?",
+        )
+        .bind::<BigInt, _>(id)
+        .bind::<Text, _>(statement)
+        .get_result::<Number>(observer)
+        .await
+        .expect("poll processlist")
+        .n;
+        if running == 1 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "session {id} never ran {statement}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The SQLSTATE and message diesel-async kept of a database error.
+pub fn kept(err: &diesel::result::Error) -> Option<(String, String)> {
+    match err {
+        diesel::result::Error::DatabaseError(_, info) => Some((
+            info.sqlstate()
+                .map(|s| s.as_str().to_owned())
+                .unwrap_or_default(),
+            info.message().to_owned(),
+        )),
+        _ => None,
+    }
+}
