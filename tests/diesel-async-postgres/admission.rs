@@ -1,11 +1,13 @@
 //! In-process admission: REPEATABLE READ transactions that read, pause and write the same
 //! row fail with serialization failures (40001) without it; naming the row's key under
 //! `Admission::per_key()` makes them take turns, so none is ever retried. Each runs in a
-//! `tokio::spawn`ed task on a connection of its own (the runner's future is `Send`).
+//! `tokio::spawn`ed task on a connection of its own (the runner's future is `Send`),
+//! called as the connection's method.
 
 use std::time::Duration;
 
 use diesel_async::RunQueryDsl;
+use txretry::diesel::AsyncRetryConnection;
 use txretry::{Admission, Backoff, Isolation, RetryPolicy, TxOptions};
 use txretry_testkit::record::Seen;
 
@@ -41,19 +43,15 @@ fn writers_on_one_key_take_turns_and_never_collide() {
                 (url.clone(), policy.clone(), options.clone(), t.clone());
             tasks.push(tokio::spawn(async move {
                 let mut conn = connect(&url).await;
-                txretry::diesel::async_transaction_with(
-                    &mut conn,
-                    &policy,
-                    &options,
-                    async move |conn| {
-                        let v = value(conn, &t, 1).await;
-                        // Long enough for every other task to read too, were it let in.
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        diesel::sql_query(format!("UPDATE {t} SET v = {} WHERE id = 1", v + 1))
-                            .execute(conn)
-                            .await
-                    },
-                )
+                // The method form (`AsyncRetryConnection`): its future is `Send` too.
+                conn.retry_transaction_with(&policy, &options, async move |conn| {
+                    let v = value(conn, &t, 1).await;
+                    // Long enough for every other task to read too, were it let in.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    diesel::sql_query(format!("UPDATE {t} SET v = {} WHERE id = 1", v + 1))
+                        .execute(conn)
+                        .await
+                })
                 .await
             }));
         }

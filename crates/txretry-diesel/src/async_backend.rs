@@ -14,9 +14,8 @@ use txretry_core::{AsError, Code, RetryPolicy, TxError, TxOptions};
 
 use crate::codes::{Backends, extract_for};
 
-/// A diesel-async connection the async runner can drive:
-/// [`AsyncPgConnection`](diesel_async::AsyncPgConnection) (feature `async-postgres`) and
-/// [`AsyncMysqlConnection`](diesel_async::AsyncMysqlConnection) (feature `async-mysql`).
+/// A diesel-async connection the async runner can drive: `AsyncPgConnection` (feature
+/// `async-postgres`) and `AsyncMysqlConnection` (feature `async-mysql`).
 ///
 /// Sealed: the runner needs to know, per backend, how to begin a transaction with the
 /// call's [`TxOptions`] and which codes diesel-async dropped. Its methods are the runner in
