@@ -22,7 +22,7 @@ fn a_killed_connection_is_returned_without_retry() {
         create_rows(&mut observer, &t, 1).await;
 
         let mut conn = connect(&url).await;
-        let id = connection_id(&mut conn).await;
+        let id = connection_id(&mut conn);
         let (policy, seen) = recording(5);
         let policy = policy.retry_on(KindSet::ALL).build().unwrap();
         let mut attempts = 0;

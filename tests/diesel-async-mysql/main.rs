@@ -10,12 +10,17 @@
 mod business;
 #[path = "../diesel-async-shared/calls.rs"]
 mod calls;
+#[path = "../diesel-shared/mysql_commit_boundary.rs"]
 mod commit_boundary;
 #[path = "../diesel-async-shared/common.rs"]
 mod common;
 mod connection_lost;
+#[path = "../diesel-async-shared/db.rs"]
 mod db;
+#[path = "../diesel-shared/mysql_deadlock.rs"]
 mod deadlock;
+#[path = "../diesel-shared/mysql_lock_wait_timeout.rs"]
 mod lock_wait_timeout;
 #[path = "../diesel-shared/read_only.rs"]
 mod read_only;
+mod server;

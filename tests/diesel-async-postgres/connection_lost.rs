@@ -22,7 +22,7 @@ fn a_lost_connection_is_returned_without_retry() {
         create_rows(&mut observer, &t, 1).await;
 
         let mut conn = connect(&url).await;
-        let pid = backend_pid(&mut conn).await;
+        let pid = backend_pid(&mut conn);
         let (policy, seen) = recording(5);
         let policy = policy.retry_on(KindSet::ALL).build().unwrap();
         let mut attempts = 0;
@@ -36,7 +36,7 @@ fn a_lost_connection_is_returned_without_retry() {
                 &format!("SELECT pg_terminate_backend({pid})"),
             )
             .await;
-            wait_until_gone(&mut observer, pid).await;
+            wait_until_gone(&mut observer, pid);
             diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
                 .execute(conn)
                 .await

@@ -9,16 +9,21 @@ mod admission;
 mod business;
 #[path = "../diesel-async-shared/calls.rs"]
 mod calls;
+#[path = "../diesel-shared/pg_commit_boundary.rs"]
 mod commit_boundary;
 #[path = "../diesel-async-shared/common.rs"]
 mod common;
 mod connection_lost;
+#[path = "../diesel-async-shared/db.rs"]
 mod db;
+#[path = "../diesel-shared/pg_deadlock.rs"]
 mod deadlock;
 #[path = "../diesel-shared/pg_options.rs"]
 mod options;
 #[path = "../diesel-shared/read_only.rs"]
 mod read_only;
+#[path = "../diesel-shared/pg_serialization.rs"]
 mod serialization;
+mod server;
 #[path = "../diesel-shared/pg_swallowed_error.rs"]
 mod swallowed_error;

@@ -16,9 +16,15 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
         .expect("a tokio runtime")
 });
 
-/// Runs `future` to completion on the binary's runtime (from a plain `#[test]`).
+/// Runs `future` to completion on the binary's runtime: from a plain `#[test]` or a
+/// thread of its own, or from inside the runner's closure (where a shared scenario calls
+/// a blocking helper), leaving the runtime's context for the duration, as any blocking
+/// call made there would.
 pub fn block_on<F: Future>(future: F) -> F::Output {
-    RUNTIME.block_on(future)
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => tokio::task::block_in_place(|| handle.block_on(future)),
+        Err(_) => RUNTIME.block_on(future),
+    }
 }
 
 /// `txretry::diesel::async_transaction_with(conn, policy, options, async |c| body)`, waited

@@ -28,6 +28,18 @@ pub fn value(conn: &mut Conn, name: &str, id: i32) -> i64 {
     block_on(db::value(conn, name, id))
 }
 
+/// Runs statements outside the runner.
+pub fn exec(conn: &mut Conn, sql: &str) {
+    block_on(db::exec(conn, sql));
+}
+
+/// Runs statements outside the runner, returning their error.
+pub fn batch(conn: &mut Conn, sql: &str) -> Result<(), diesel::result::Error> {
+    block_on(diesel_async::SimpleAsyncConnection::batch_execute(
+        conn, sql,
+    ))
+}
+
 /// Drops the tables.
 pub fn drop_tables(conn: &mut Conn, names: &[&str]) {
     block_on(db::drop_tables(conn, names));
