@@ -9,6 +9,7 @@ mod admission;
 mod business;
 #[path = "../diesel-async-shared/calls.rs"]
 mod calls;
+mod cancellation;
 #[path = "../diesel-shared/pg_commit_boundary.rs"]
 mod commit_boundary;
 #[path = "../diesel-async-shared/common.rs"]

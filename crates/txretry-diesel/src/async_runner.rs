@@ -127,11 +127,13 @@ where
 ///
 /// # Cancellation and panics
 /// If the returned future is dropped mid-attempt (a timeout), or `f` panics, nothing rolls
-/// the transaction back: there is no async drop. diesel-async still counts it open, so the
-/// pools above discard the connection, and the runner (and diesel-async's own
-/// `transaction`) called again on it fails with `AlreadyInTransaction`: drop that
-/// connection, or roll back first with
-/// `AnsiTransactionManager::rollback_transaction(&mut conn)`.
+/// the transaction back: there is no async drop. diesel-async then still counts the
+/// transaction open (or, dropped midway through BEGIN, COMMIT or ROLLBACK, marks the
+/// connection broken): its pools discard such a connection when it comes back, and on a
+/// plain connection the runner (like diesel-async's own `transaction`) fails at once with
+/// `AlreadyInTransaction`. Drop that connection and establish a new one rather than
+/// rolling back on it: a statement cut off midway may still be answered on it
+/// (diesel-async's own advice).
 ///
 /// # Admission
 /// Under a policy with [`Admission`](txretry_core::Admission), each attempt first waits for
