@@ -13,6 +13,7 @@
 //! | `rusqlite` | `txretry::rusqlite` | rusqlite 0.39 (blocking) |
 //! | `sea-orm-postgres`, `sea-orm-mysql`, `sea-orm-sqlite` | `txretry::sea_orm` | SeaORM 2 on its sqlx drivers |
 //! | `diesel-postgres`, `diesel-mysql`, `diesel-sqlite` | `txretry::diesel` | Diesel 2.4 (blocking) |
+//! | `diesel-async-postgres`, `diesel-async-mysql` | `txretry::diesel` (`async_transaction`) | diesel-async 0.10 |
 //!
 //! The four things to know:
 //! - a **policy** ([`RetryPolicy`]) says how to retry: attempts, backoff, which kinds;
@@ -86,12 +87,15 @@ pub use txretry_mysql_async as mysql_async;
 #[cfg(feature = "rusqlite")]
 pub use txretry_rusqlite as rusqlite;
 
-/// Diesel 2.4 (features `diesel-postgres`, `diesel-mysql`, `diesel-sqlite`, blocking): error
-/// codes, including those Diesel drops, and a retrying transaction runner.
+/// Diesel 2.4 (features `diesel-postgres`, `diesel-mysql`, `diesel-sqlite`, blocking) and
+/// diesel-async 0.10 (features `diesel-async-postgres`, `diesel-async-mysql`): error codes,
+/// including those Diesel drops, and retrying transaction runners.
 #[cfg(any(
     feature = "diesel-postgres",
     feature = "diesel-mysql",
-    feature = "diesel-sqlite"
+    feature = "diesel-sqlite",
+    feature = "diesel-async-postgres",
+    feature = "diesel-async-mysql"
 ))]
 pub use txretry_diesel as diesel;
 /// SeaORM 2 (features `sea-orm-postgres`, `sea-orm-mysql`, `sea-orm-sqlite`): `DbErr`'s

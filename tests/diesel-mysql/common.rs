@@ -31,6 +31,11 @@ pub fn exec(conn: &mut MysqlConnection, sql: &str) {
     conn.batch_execute(sql).expect(sql);
 }
 
+/// Runs statements outside the runner, returning their error.
+pub fn batch(conn: &mut MysqlConnection, sql: &str) -> Result<(), diesel::result::Error> {
+    conn.batch_execute(sql)
+}
+
 /// A unique table name (tests share one database and run in parallel).
 pub fn table(prefix: &str) -> String {
     txretry_testkit::unique_name(prefix)

@@ -6,9 +6,14 @@
 
 #[path = "../diesel-shared/business.rs"]
 mod business;
+#[path = "../diesel-shared/calls.rs"]
+mod calls;
+#[path = "../diesel-shared/mysql_commit_boundary.rs"]
 mod commit_boundary;
 mod common;
+#[path = "../diesel-shared/mysql_deadlock.rs"]
 mod deadlock;
+#[path = "../diesel-shared/mysql_lock_wait_timeout.rs"]
 mod lock_wait_timeout;
 #[path = "../diesel-shared/read_only.rs"]
 mod read_only;

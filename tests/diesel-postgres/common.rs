@@ -6,8 +6,12 @@ use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Integer};
 
+use txretry::Code;
 pub use txretry_testkit::outcome::assert_outcome;
-pub use txretry_testkit::record::{Seen, recording};
+pub use txretry_testkit::record::recording;
+
+/// This binary's connection type.
+pub type Conn = PgConnection;
 
 /// This binary's name, for test names and table prefixes.
 pub const BINARY: &str = "diesel_postgres";
@@ -29,6 +33,11 @@ pub fn connect(url: &str) -> PgConnection {
 /// Runs statements outside the runner.
 pub fn exec(conn: &mut PgConnection, sql: &str) {
     conn.batch_execute(sql).expect(sql);
+}
+
+/// Runs statements outside the runner, returning their error.
+pub fn batch(conn: &mut PgConnection, sql: &str) -> Result<(), diesel::result::Error> {
+    conn.batch_execute(sql)
 }
 
 /// A unique table name (tests share one database and run in parallel).
@@ -132,4 +141,22 @@ pub fn diesel_sqlstate(err: &diesel::result::Error) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// What the commit-fault proxy's answer looks like through libpq: the pooler's FATAL
+/// arrives together with the closed socket, and libpq reports the closed connection
+/// ("server closed the connection unexpectedly", no SQLSTATE), which Diesel marks
+/// `ClosedConnection` and the adapter reads as this code.
+pub fn lost_commit_code(err: &diesel::result::Error) -> Code {
+    assert!(
+        matches!(
+            err,
+            diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::ClosedConnection,
+                _
+            )
+        ),
+        "{err:?}"
+    );
+    Code::Driver("connection closed")
 }

@@ -5,12 +5,19 @@
 
 #[path = "../diesel-shared/business.rs"]
 mod business;
+#[path = "../diesel-shared/calls.rs"]
+mod calls;
+#[path = "../diesel-shared/pg_commit_boundary.rs"]
 mod commit_boundary;
 mod common;
+#[path = "../diesel-shared/pg_deadlock.rs"]
 mod deadlock;
 mod lock_timeout;
+#[path = "../diesel-shared/pg_options.rs"]
 mod options;
 #[path = "../diesel-shared/read_only.rs"]
 mod read_only;
+#[path = "../diesel-shared/pg_serialization.rs"]
 mod serialization;
+#[path = "../diesel-shared/pg_swallowed_error.rs"]
 mod swallowed_error;

@@ -1,12 +1,14 @@
 //! Business errors surface once: a unique violation, and the caller's own error whose
-//! text mentions a deadlock. Written once for Postgres and MySQL/MariaDB: a `#[path]`
-//! module of both binaries, whose `common` modules name the same helpers (each for its
-//! connection type) and say how the server reports a duplicate key (`UNIQUE_VIOLATION`).
+//! text mentions a deadlock. Written once for Postgres and MySQL/MariaDB, blocking Diesel
+//! and diesel-async: a `#[path]` module of the four binaries, whose `common` modules name
+//! the same helpers (each for its connection type) and say how the server reports a
+//! duplicate key (`UNIQUE_VIOLATION`), and whose `calls` modules say how the runner is
+//! called.
 
-use diesel::prelude::*;
-use txretry::{Code, KindSet, RetryPolicy, SqlState, TxError};
+use txretry::{Code, KindSet, RetryPolicy, SqlState, TxError, TxOptions};
 use txretry_testkit::outcome::assert_permanent_once;
 
+use crate::calls::*;
 use crate::common::*;
 
 fn retry_everything() -> RetryPolicy {
@@ -27,13 +29,23 @@ fn a_unique_violation_is_returned_once() {
     create_rows(&mut conn, &t, 1);
 
     let mut attempts = 0;
-    let result: Result<(), TxError<diesel::result::Error>> =
-        txretry::diesel::transaction(&mut conn, &retry_everything(), |conn| {
+    let result: Result<(), TxError<diesel::result::Error>> = transaction_with!(
+        &mut conn,
+        &retry_everything(),
+        &TxOptions::default(),
+        |conn| {
             attempts += 1;
-            diesel::sql_query(format!("INSERT INTO {t} VALUES (2, 0)")).execute(conn)?;
-            diesel::sql_query(format!("INSERT INTO {t} VALUES (1, 0)")).execute(conn)?;
+            execute!(
+                diesel::sql_query(format!("INSERT INTO {t} VALUES (2, 0)")),
+                conn
+            )?;
+            execute!(
+                diesel::sql_query(format!("INSERT INTO {t} VALUES (1, 0)")),
+                conn
+            )?;
             Ok(())
-        });
+        }
+    );
 
     let err = result.expect_err("duplicate key");
     assert!(
@@ -74,11 +86,19 @@ fn the_callers_own_error_is_returned_once_whatever_its_text() {
     create_rows(&mut conn, &t, 1);
 
     let mut attempts = 0;
-    let result = txretry::diesel::transaction(&mut conn, &retry_everything(), |conn| {
-        attempts += 1;
-        diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")).execute(conn)?;
-        Err::<(), _>(RefundError::Refused(17))
-    });
+    let result = transaction_with!(
+        &mut conn,
+        &retry_everything(),
+        &TxOptions::default(),
+        |conn| {
+            attempts += 1;
+            execute!(
+                diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")),
+                conn
+            )?;
+            Err::<(), _>(RefundError::Refused(17))
+        }
+    );
 
     let err = result.expect_err("refused");
     assert!(matches!(err.error(), RefundError::Refused(17)));

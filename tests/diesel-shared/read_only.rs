@@ -1,13 +1,13 @@
 //! A write in a transaction asked to be read-only (`BEGIN … READ ONLY` on Postgres, `START
 //! TRANSACTION READ ONLY` on MySQL/MariaDB, both answering SQLSTATE 25006) is the caller's
 //! own: permanent, even though a 25006 on its own means a standby; the connection stays
-//! usable and the next transaction is read-write. Written once for both servers (a
-//! `#[path]` module, like `business.rs`).
+//! usable and the next transaction is read-write. Written once for both servers and both
+//! Diesels (a `#[path]` module, like `business.rs`).
 
-use diesel::prelude::*;
 use txretry::{Code, Isolation, RetryPolicy, SqlState, TxError, TxOptions};
 use txretry_testkit::outcome::assert_permanent_once;
 
+use crate::calls::*;
 use crate::common::*;
 
 #[test]
@@ -29,9 +29,12 @@ fn a_write_in_a_read_only_transaction_is_permanent() {
 
     let mut attempts = 0;
     let result: Result<usize, TxError<diesel::result::Error>> =
-        txretry::diesel::transaction_with(&mut conn, &policy, &options, |conn| {
+        transaction_with!(&mut conn, &policy, &options, |conn| {
             attempts += 1;
-            diesel::sql_query(format!("UPDATE {t} SET v = 1 WHERE id = 1")).execute(conn)
+            execute!(
+                diesel::sql_query(format!("UPDATE {t} SET v = 1 WHERE id = 1")),
+                conn
+            )
         });
     let err = result.expect_err("read-only");
     assert_permanent_once(err.outcome());
@@ -41,8 +44,11 @@ fn a_write_in_a_read_only_transaction_is_permanent() {
         "{err:?}"
     );
     assert_eq!(attempts, 1);
-    txretry::diesel::transaction(&mut conn, &policy, |conn| {
-        diesel::sql_query(format!("UPDATE {t} SET v = 2 WHERE id = 1")).execute(conn)
+    transaction_with!(&mut conn, &policy, &TxOptions::default(), |conn| {
+        execute!(
+            diesel::sql_query(format!("UPDATE {t} SET v = 2 WHERE id = 1")),
+            conn
+        )
     })
     .expect("the connection is usable, and read-write again");
     assert_eq!(value(&mut conn, &t, 1), 2);

@@ -10,6 +10,7 @@ use diesel::connection::{AnsiTransactionManager, Connection};
 use diesel::result::QueryResult;
 use txretry_core::{Code, TxOptions};
 
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 use crate::codes::{Backends, extract_for};
 
 /// A Diesel connection the runner can drive: [`PgConnection`](diesel::PgConnection)
@@ -104,17 +105,11 @@ impl Dialect for diesel::PgConnection {
     /// error) by rolling back, with no error: Diesel would report it committed. In an
     /// aborted transaction this `SELECT 1` fails with 25P02 instead.
     fn before_commit(conn: &mut Self) -> QueryResult<()> {
-        diesel::connection::SimpleConnection::batch_execute(conn, "SELECT 1")
+        diesel::connection::SimpleConnection::batch_execute(conn, POSTGRES_ABORT_CHECK)
     }
 
     fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
-        extract_for(
-            error,
-            Backends {
-                mysql: false,
-                sqlite: false,
-            },
-        )
+        extract_for(error, Backends::NONE)
     }
 }
 
@@ -132,7 +127,7 @@ impl Dialect for diesel::MysqlConnection {
             error,
             Backends {
                 mysql: true,
-                sqlite: false,
+                ..Backends::NONE
             },
         )
     }
@@ -177,12 +172,17 @@ impl Dialect for diesel::SqliteConnection {
         extract_for(
             error,
             Backends {
-                mysql: false,
                 sqlite: true,
+                ..Backends::NONE
             },
         )
     }
 }
+
+/// Run on Postgres after the closure returned `Ok`, before COMMIT: it fails with 25P02 in
+/// an aborted transaction, where COMMIT would roll back without an error.
+#[cfg(any(feature = "postgres", feature = "async-postgres"))]
+pub(crate) const POSTGRES_ABORT_CHECK: &str = "SELECT 1";
 
 #[cfg(feature = "sqlite")]
 const QUERY_ONLY_OFF: &str = "PRAGMA query_only = OFF";

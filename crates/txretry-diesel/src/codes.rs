@@ -14,20 +14,36 @@ use std::error::Error as StdError;
 use diesel::result::{DatabaseErrorInformation, DatabaseErrorKind, Error};
 use txretry_core::{Code, SqlState};
 
-/// Which backends' recoveries apply (Postgres needs none: Diesel keeps its SQLSTATE).
-/// The runner knows its connection's backend; the registered [`extract`] tries every
-/// backend compiled in.
+/// Which recoveries apply (Postgres' server errors need none: Diesel keeps their
+/// SQLSTATE). The runners know their connection's backend; the registered [`extract`]
+/// tries every backend compiled in.
 #[derive(Clone, Copy)]
 pub(crate) struct Backends {
+    /// MySQL/MariaDB server errors: the errno from the server's or client library's text.
     pub(crate) mysql: bool,
+    /// SQLite: the result code from SQLite's text.
     pub(crate) sqlite: bool,
+    /// diesel-async's Postgres connection: tokio-postgres' text for a lost connection.
+    pub(crate) tokio_postgres: bool,
+    /// diesel-async's MySQL connection: mysql_async's text for a lost connection.
+    pub(crate) mysql_async: bool,
 }
 
 impl Backends {
+    /// No recovery: Postgres through libpq.
+    pub(crate) const NONE: Backends = Backends {
+        mysql: false,
+        sqlite: false,
+        tokio_postgres: false,
+        mysql_async: false,
+    };
+
     /// Every backend this build has.
     const ENABLED: Backends = Backends {
-        mysql: cfg!(feature = "mysql"),
+        mysql: cfg!(any(feature = "mysql", feature = "async-mysql")),
         sqlite: cfg!(feature = "sqlite"),
+        tokio_postgres: cfg!(feature = "async-postgres"),
+        mysql_async: cfg!(feature = "async-mysql"),
     };
 }
 
@@ -47,6 +63,10 @@ impl Backends {
 /// | SQLite, `database table is locked…` / `database schema is locked…` (`SQLITE_LOCKED`) | `Code::Sqlite(6)` |
 /// | SQLite, a unique, foreign-key, not-null or check violation | `Code::Sqlite(19)` (`SQLITE_CONSTRAINT`) |
 /// | `DatabaseError(ClosedConnection, _)` without a SQLSTATE | `Code::Driver("connection closed")` |
+/// | diesel-async Postgres (feature `async-postgres`), `UnableToSendCommand` with tokio-postgres' text `connection closed`, or diesel-async's `channel closed` (the connection's task ended) | `Code::Driver("connection closed")` |
+/// | diesel-async Postgres, `UnableToSendCommand`, `error communicating with the server` (tokio-postgres' I/O failure) | `Code::Driver("io")` |
+/// | diesel-async MySQL (feature `async-mysql`), `Unknown` without a SQLSTATE, mysql_async's `Input/output error: …` | `Code::Driver("io")` |
+/// | diesel-async MySQL, ``Driver error: `Connection to the server is closed.'`` / ``Driver error: `Packet out of order.'`` | `Code::Driver("connection closed")` / `Code::Driver("packet out of order")` |
 /// | `BrokenTransactionManager` | `Code::Driver("transaction manager broken")` |
 /// | `RollbackErrorOnCommit { commit_error, .. }` | the code of `commit_error` |
 ///
@@ -117,6 +137,9 @@ fn database_code(
             {
                 return Some(code);
             }
+            if let Some(code) = async_driver_code(kind, message, backends) {
+                return Some(code);
+            }
             (kind == DatabaseErrorKind::ClosedConnection)
                 .then_some(Code::Driver("connection closed"))
         }
@@ -147,6 +170,41 @@ fn mysql_errno(state: &str, message: &str) -> Option<u16> {
         .iter()
         .find(|(s, phrase, _)| *s == state && message.starts_with(phrase))
         .map(|(_, _, errno)| *errno)
+}
+
+/// The driver failure behind a diesel-async error that has no server code: diesel-async
+/// keeps only the driver error's text (`Box<String>`), and the connection-breaking ones
+/// are recovered from that exact text, together with the kind diesel-async gives them
+/// (tokio-postgres: `UnableToSendCommand`; mysql_async: `Unknown`). The codes are those
+/// txretry's tokio-postgres and mysql_async adapters read from the typed errors.
+fn async_driver_code(kind: DatabaseErrorKind, message: &str, backends: Backends) -> Option<Code> {
+    if backends.tokio_postgres && kind == DatabaseErrorKind::UnableToSendCommand {
+        match message {
+            // tokio-postgres' `Kind::Closed`, and diesel-async's own text when the
+            // connection's background task is gone (its error channel closed).
+            "connection closed" | "channel closed" => {
+                return Some(Code::Driver("connection closed"));
+            }
+            // tokio-postgres' `Kind::Io`: the socket failed, which ends its connection.
+            "error communicating with the server" => return Some(Code::Driver("io")),
+            _ => {}
+        }
+    }
+    if backends.mysql_async && kind == DatabaseErrorKind::Unknown {
+        if message.starts_with("Input/output error: ") {
+            return Some(Code::Driver("io"));
+        }
+        match message {
+            "Driver error: `Connection to the server is closed.'" => {
+                return Some(Code::Driver("connection closed"));
+            }
+            "Driver error: `Packet out of order.'" => {
+                return Some(Code::Driver("packet out of order"));
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The SQLite primary result code behind a Diesel SQLite error: recovered from the text
@@ -215,19 +273,75 @@ mod tests {
     const ALL: Backends = Backends {
         mysql: true,
         sqlite: true,
+        tokio_postgres: true,
+        mysql_async: true,
     };
-    const PG: Backends = Backends {
-        mysql: false,
-        sqlite: false,
-    };
+    const PG: Backends = Backends::NONE;
     const MYSQL: Backends = Backends {
         mysql: true,
-        sqlite: false,
+        ..Backends::NONE
     };
     const SQLITE: Backends = Backends {
-        mysql: false,
         sqlite: true,
+        ..Backends::NONE
     };
+    const ASYNC_PG: Backends = Backends {
+        tokio_postgres: true,
+        ..Backends::NONE
+    };
+    const ASYNC_MYSQL: Backends = Backends {
+        mysql: true,
+        mysql_async: true,
+        ..Backends::NONE
+    };
+
+    /// What diesel-async builds for a driver error with no server code: its text.
+    fn text(kind: DatabaseErrorKind, message: &str) -> Error {
+        Error::DatabaseError(kind, Box::new(message.to_owned()))
+    }
+
+    #[test]
+    fn diesel_async_lost_connections_are_recovered_from_the_drivers_text() {
+        use DatabaseErrorKind::{UnableToSendCommand, Unknown};
+        let closed = Some(Code::Driver("connection closed"));
+        for backends in [ASYNC_PG, ALL] {
+            for message in ["connection closed", "channel closed"] {
+                let error = text(UnableToSendCommand, message);
+                assert_eq!(diesel_code(&error, backends), closed, "{message}");
+            }
+            let io = text(UnableToSendCommand, "error communicating with the server");
+            assert_eq!(diesel_code(&io, backends), Some(Code::Driver("io")));
+            // A value that did not serialize: no connection lost.
+            let serialize = text(UnableToSendCommand, "error serializing parameter 0");
+            assert_eq!(diesel_code(&serialize, backends), None);
+            // The right text under another kind (the caller's own error) is not recovered.
+            assert_eq!(
+                diesel_code(&text(Unknown, "connection closed"), ASYNC_PG),
+                None
+            );
+        }
+        for backends in [ASYNC_MYSQL, ALL] {
+            let io = text(
+                Unknown,
+                "Input/output error: Input/output error: broken pipe",
+            );
+            assert_eq!(diesel_code(&io, backends), Some(Code::Driver("io")));
+            let gone = text(
+                Unknown,
+                "Driver error: `Connection to the server is closed.'",
+            );
+            assert_eq!(diesel_code(&gone, backends), closed);
+            let other = text(
+                Unknown,
+                "Driver error: `Error converting from mysql value.'",
+            );
+            assert_eq!(diesel_code(&other, backends), None);
+        }
+        // Without the async backends (libpq, libmysqlclient), the same text has no code.
+        let io = text(UnableToSendCommand, "error communicating with the server");
+        assert_eq!(diesel_code(&io, PG), None);
+        assert_eq!(diesel_code(&io, MYSQL), None);
+    }
 
     fn sqlstate(s: &str) -> Option<Code> {
         Some(Code::SqlState(SqlState::new(s).unwrap()))

@@ -1,5 +1,6 @@
 #![doc = r#"
-The [Diesel](https://diesel.rs) 2.4 adapter of txretry (blocking): it reads the codes out of
+The [Diesel](https://diesel.rs) 2.4 adapter of txretry (blocking, and async on
+diesel-async 0.10): it reads the codes out of
 `diesel::result::Error` — including those Diesel drops, recovered from the drivers' exact
 text — and runs a closure in a transaction that is rolled back and run again when the
 database says the failure was transient: Postgres 40P01 deadlock, 40001 serialization
@@ -9,7 +10,8 @@ failure, 55P03 lock timeout; MySQL/MariaDB 1213 deadlock, 1205 lock-wait timeout
 Use it through the facade, `txretry` with the features `diesel-postgres`, `diesel-mysql`
 and/or `diesel-sqlite`, as `txretry::diesel`. Each feature brings its backend's C library
 (libpq, libmysqlclient or MariaDB's compatible libmariadb, libsqlite3) and nothing else: a
-SQLite-only build does not need libpq. With a feature on, `RetryPolicy::default()`
+SQLite-only build does not need libpq. The diesel-async features (`diesel-async-postgres`,
+`diesel-async-mysql`) need none. With a feature on, `RetryPolicy::default()`
 recognises Diesel's errors with no further setup: [`extract`] is registered with the
 default classifier.
 
@@ -39,6 +41,18 @@ assert_eq!(moved.map_err(TxError::into_error)?, 30);
 # }
 ```
 
+# diesel-async
+With the features `async-postgres` / `async-mysql` (facade: `diesel-async-postgres`,
+`diesel-async-mysql`), the same runner for diesel-async 0.10's `AsyncPgConnection` and
+`AsyncMysqlConnection` (on tokio-postgres and mysql_async: no C library):
+`async_transaction` / `async_transaction_with` (`txretry::diesel::async_transaction(&mut
+conn, &policy, async |conn| …).await`), also a method of the connection through
+`AsyncRetryConnection` (`conn.retry_transaction(&policy, async |conn| …).await`). It
+waits with tokio's timer, applies the policy's in-process
+[`Admission`](txretry_core::Admission) to the keys an attempt names with
+[`TxOptions::contends_on`](txretry_core::TxOptions::contends_on), and follows the same
+commit-boundary and connection rules as the blocking runner below.
+
 The same runner is a method of the connection, [`RetryConnection::retry_transaction`]
 (`conn.retry_transaction(&policy, |conn| …)`), and takes per-call options with
 [`transaction_with`] / [`RetryConnection::retry_transaction_with`]: isolation level,
@@ -51,6 +65,9 @@ read-only, how SQLite begins, idempotent.
 | MySQL/MariaDB (`MysqlConnection`) | the SQLSTATE only; the errno is dropped | 1213 (`40001` and `Deadlock found when trying to get lock`) and 1205 (`HY000` and `Lock wait timeout exceeded`), 2006/2013, recovered from the server's or client library's exact text together with the SQLSTATE; other `HY000` errors have no code |
 | SQLite (`SqliteConnection`) | the message (and a kind for constraint violations); the result code is dropped | `SQLITE_BUSY` (5) recovered from SQLite's own text `database is locked` (extended codes such as 517 print the same text, so they read as 5), `SQLITE_LOCKED` (6), constraints (19) |
 
+| Postgres through diesel-async (`AsyncPgConnection`) | the SQLSTATE of a server error; a driver error without one only as its text, kind `UnableToSendCommand` | typed: `Code::SqlState`; a lost connection (`connection closed`, `error communicating with the server`, diesel-async's `channel closed`) recovered as `Code::Driver` |
+| MySQL/MariaDB through diesel-async (`AsyncMysqlConnection`) | as `MysqlConnection`: the SQLSTATE and text, no errno; a driver error only as its text | as `MysqlConnection`; mysql_async's I/O and closed-connection texts recovered as `Code::Driver` |
+
 The phrase is matched at the start of the message and only together with what Diesel did
 keep, so a business error that quotes a driver's text is not retried. See [`extract`].
 
@@ -59,13 +76,22 @@ The runner drives BEGIN and COMMIT itself through Diesel's transaction manager, 
 knows when COMMIT failed: a failure there is retried only when the server answered "not
 committed"; a lost answer is [`Ambiguous`](txretry_core::Verdict::Ambiguous). A Diesel
 connection cannot be reopened by the runner, so an attempt that broke the connection
-ends the loop. See [`transaction_with`].
+ends the loop. See [`transaction_with`] (and `async_transaction_with`, which does the same
+through diesel-async's transaction manager).
 "#]
 
+#[cfg(any(feature = "async-postgres", feature = "async-mysql"))]
+mod async_backend;
+#[cfg(any(feature = "async-postgres", feature = "async-mysql"))]
+mod async_runner;
 mod backend;
 mod codes;
 mod runner;
 
+#[cfg(any(feature = "async-postgres", feature = "async-mysql"))]
+pub use async_backend::AsyncRetryConnection;
+#[cfg(any(feature = "async-postgres", feature = "async-mysql"))]
+pub use async_runner::{async_transaction, async_transaction_with};
 pub use backend::RetryConnection;
 pub use codes::extract;
 pub use runner::{transaction, transaction_with};

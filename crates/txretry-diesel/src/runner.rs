@@ -230,7 +230,7 @@ where
 
 /// The failure, ending the loop when the connection cannot run another attempt: `usable`
 /// is false, or the error itself says the connection broke.
-fn unless_usable<E>(failure: TxFailure<E>, usable: bool) -> TxFailure<E> {
+pub(crate) fn unless_usable<E>(failure: TxFailure<E>, usable: bool) -> TxFailure<E> {
     if usable && !failure.discards_connection() {
         failure
     } else {

@@ -3,21 +3,22 @@
 //! connection to MySQL server during query", SQLSTATE HY000) and closes the connection,
 //! as a MySQL proxy does when its server link breaks. Nobody can tell from that answer
 //! whether the transaction committed: the verdict is ambiguous and the closure is not run
-//! again — a retry would insert the row twice.
+//! again — a retry would insert the row twice. Written once for MySQL/MariaDB through
+//! Diesel and diesel-async (a `#[path]` module, like `business.rs`).
 
-use diesel::prelude::*;
-use txretry::{Code, KindSet, Phase, RetryPolicy, StopReason, TransientKind, Verdict};
+use txretry::{Code, KindSet, Phase, RetryPolicy, StopReason, TransientKind, TxOptions, Verdict};
 use txretry_testkit::CommitFaultProxy;
 
+use crate::calls::*;
 use crate::common::*;
 
 #[test]
 fn commit_answered_with_2013_is_ambiguous_and_not_rerun() {
-    let Some(url) = url("diesel_mysql::commit_boundary") else {
+    let Some(url) = url(&format!("{BINARY}::commit_boundary")) else {
         return;
     };
     let mut direct = connect(&url);
-    let t = table("dmy_commit_fault");
+    let t = table(&format!("{BINARY}_commit_fault"));
     create_log(&mut direct, &t);
     let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
     let mut conn = connect(proxy.url());
@@ -29,14 +30,18 @@ fn commit_answered_with_2013_is_ambiguous_and_not_rerun() {
         .unwrap();
     proxy.arm_commit_faults(1);
     let mut attempts = 0;
-    let err = txretry::diesel::transaction(&mut conn, &policy, |conn| {
+    let err = transaction_with!(&mut conn, &policy, &TxOptions::default(), |conn| {
         attempts += 1;
-        diesel::sql_query(format!("INSERT INTO {t} (note) VALUES ('order 17')")).execute(conn)
+        execute!(
+            diesel::sql_query(format!("INSERT INTO {t} (note) VALUES ('order 17')")),
+            conn
+        )
     })
     .expect_err("the proxy answers the COMMIT with 2013");
 
     // Diesel's COMMIT failed and so did its ROLLBACK on the closed connection: it reports
-    // both; the COMMIT's answer is the one judged.
+    // both; the COMMIT's answer is the one judged. (diesel-async reports the COMMIT's
+    // alone.)
     let commit_error = match err.error() {
         diesel::result::Error::RollbackErrorOnCommit { commit_error, .. } => &**commit_error,
         other => other,
@@ -45,7 +50,8 @@ fn commit_answered_with_2013_is_ambiguous_and_not_rerun() {
     assert_eq!(state, "HY000");
     // The client library reports 2013 with its own text: libmysqlclient's "Lost
     // connection to MySQL server during query", MariaDB Connector/C's "Lost connection to
-    // server during query"; the adapter knows both.
+    // server during query"; the adapter knows both. (diesel-async: mysql_async reads the
+    // proxy's own ERR packet, the first text.)
     assert!(
         [
             "Lost connection to MySQL server during query",

@@ -2,26 +2,26 @@
 //! inserts a row, then waits for a row another session holds and times out. MariaDB rolls
 //! back only the statement: the transaction stays open with the insert applied. The
 //! runner rolls it back before retrying, so after the retry commits the row is there once.
-//! Diesel keeps only SQLSTATE HY000 (the catch-all) and the text; the adapter recovers
-//! 1205 from both.
+//! Diesel (and diesel-async) keep only SQLSTATE HY000 (the catch-all) and the text; the
+//! adapter recovers 1205 from both. Written once for MySQL/MariaDB through Diesel and
+//! diesel-async (a `#[path]` module, like `business.rs`).
 
 use std::sync::mpsc;
 use std::thread;
 
-use diesel::connection::SimpleConnection;
-use diesel::prelude::*;
-use txretry::{Code, TransientKind, Verdict};
+use txretry::{Code, TransientKind, TxOptions, Verdict};
 
+use crate::calls::*;
 use crate::common::*;
 
 #[test]
 fn a_lock_wait_timeout_is_rolled_back_and_retried() {
-    let Some(url) = url("diesel_mysql::lock_wait_timeout") else {
+    let Some(url) = url(&format!("{BINARY}::lock_wait_timeout")) else {
         return;
     };
     let mut observer = connect(&url);
-    let t = table("dmy_lock_wait");
-    let log = table("dmy_lock_wait_log");
+    let t = table(&format!("{BINARY}_lock_wait"));
+    let log = table(&format!("{BINARY}_lock_wait_log"));
     create_rows(&mut observer, &t, 1);
     create_log(&mut observer, &log);
 
@@ -32,11 +32,11 @@ fn a_lock_wait_timeout_is_rolled_back_and_retried() {
     let (released_tx, released) = mpsc::channel::<()>();
     let b_sql = format!("UPDATE {t} SET v = v + 10 WHERE id = 1");
     let session_b = thread::spawn(move || {
-        b.batch_execute("START TRANSACTION").unwrap();
-        b.batch_execute(&b_sql).unwrap();
+        batch(&mut b, "START TRANSACTION").unwrap();
+        batch(&mut b, &b_sql).unwrap();
         locked_tx.send(()).unwrap();
         release.recv().unwrap();
-        b.batch_execute("COMMIT").unwrap();
+        batch(&mut b, "COMMIT").unwrap();
         released_tx.send(()).unwrap();
     });
     locked.recv().unwrap();
@@ -47,12 +47,16 @@ fn a_lock_wait_timeout_is_rolled_back_and_retried() {
     let policy = policy.build().unwrap();
     let mut attempts = 0;
     let mut after_timeout = Vec::new();
-    txretry::diesel::transaction(&mut a, &policy, |conn| {
+    transaction_with!(&mut a, &policy, &TxOptions::default(), |conn| {
         attempts += 1;
-        diesel::sql_query(format!("INSERT INTO {log} (note) VALUES ('transfer 1')"))
-            .execute(conn)?;
-        let updated =
-            diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")).execute(conn);
+        execute!(
+            diesel::sql_query(format!("INSERT INTO {log} (note) VALUES ('transfer 1')")),
+            conn
+        )?;
+        let updated = execute!(
+            diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")),
+            conn
+        );
         if let Err(e) = &updated {
             // Still inside the transaction, the insert is still there: only the runner's
             // ROLLBACK keeps it from being applied twice.
@@ -71,7 +75,7 @@ fn a_lock_wait_timeout_is_rolled_back_and_retried() {
     let (state, message) = kept.as_ref().expect("a database error");
     assert_eq!(
         state, "HY000",
-        "Diesel keeps only MySQL's catch-all SQLSTATE"
+        "Diesel (and diesel-async) keep only MySQL's catch-all SQLSTATE"
     );
     assert!(
         message.starts_with("Lock wait timeout exceeded"),

@@ -1,22 +1,24 @@
 //! 40P01: the runner's session A and a second session B update rows 1 and 2 in opposite
 //! order. A checks for deadlocks after 100 ms, B only after 10 s, so A is the victim: its
 //! runner rolls back and runs the closure again, and each session's update lands once.
+//! Written once for Postgres through Diesel and diesel-async (a `#[path]` module, like
+//! `business.rs`).
 
 use std::sync::mpsc;
 use std::thread;
 
-use diesel::prelude::*;
-use txretry::{Phase, TransientKind, Verdict};
+use txretry::{Phase, TransientKind, TxOptions, Verdict};
 
+use crate::calls::*;
 use crate::common::*;
 
 #[test]
 fn a_deadlock_is_retried_and_each_update_lands_once() {
-    let Some(url) = url("diesel_postgres::deadlock") else {
+    let Some(url) = url(&format!("{BINARY}::deadlock")) else {
         return;
     };
     let mut observer = connect(&url);
-    let t = table("dpg_deadlock");
+    let t = table(&format!("{BINARY}_deadlock"));
     create_rows(&mut observer, &t, 2);
 
     let mut a = connect(&url);
@@ -33,7 +35,7 @@ fn a_deadlock_is_retried_and_each_update_lands_once() {
     );
     let session_b = thread::spawn(move || {
         go_rx.recv().unwrap();
-        diesel::connection::SimpleConnection::batch_execute(&mut b, &b_sql)
+        batch(&mut b, &b_sql)
     });
 
     let (policy, seen) = recording(3);
@@ -41,16 +43,21 @@ fn a_deadlock_is_retried_and_each_update_lands_once() {
     let mut go = Some(go_tx);
     let mut attempts = 0;
     let mut errors_in_closure = Vec::new();
-    txretry::diesel::transaction(&mut a, &policy, |conn| {
+    transaction_with!(&mut a, &policy, &TxOptions::default(), |conn| {
         attempts += 1;
-        diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")).execute(conn)?;
+        execute!(
+            diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")),
+            conn
+        )?;
         if let Some(go) = go.take() {
             // B takes row 2, then waits for row 1: A's next update closes the cycle.
             go.send(()).unwrap();
             wait_for_lock_wait(&mut observer, b_pid);
         }
-        let updated =
-            diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 2")).execute(conn);
+        let updated = execute!(
+            diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 2")),
+            conn
+        );
         if let Err(e) = &updated {
             errors_in_closure.push((diesel_sqlstate(e), txretry::classify(e)));
         }
@@ -65,7 +72,11 @@ fn a_deadlock_is_retried_and_each_update_lands_once() {
     assert_eq!(attempts, 2);
     assert_eq!(errors_in_closure.len(), 1);
     let (state, classification) = &errors_in_closure[0];
-    assert_eq!(state.as_deref(), Some("40P01"), "Diesel keeps the SQLSTATE");
+    assert_eq!(
+        state.as_deref(),
+        Some("40P01"),
+        "Diesel and diesel-async keep the SQLSTATE"
+    );
     assert_eq!(
         classification.verdict,
         Verdict::Transient(TransientKind::Deadlock)

@@ -2,15 +2,17 @@
 //! reaches the server and lands, but the proxy answers it as PgBouncer does when its
 //! server link breaks (FATAL 08P01) and closes the connection. Nobody can tell from that
 //! answer whether the transaction committed: the verdict is ambiguous and the closure is
-//! not run again — a retry would insert the row twice.
+//! not run again — a retry would insert the row twice. Written once for Postgres through
+//! Diesel and diesel-async (a `#[path]` module, like `business.rs`); what the fault looks
+//! like through each driver is each binary's `lost_commit_code`.
 
-use diesel::prelude::*;
-use diesel::result::DatabaseErrorKind;
 use txretry::{
-    Code, KindSet, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions, Verdict,
+    KindSet, Phase, RetryPolicy, StopReason, TransientKind, TxError, TxOptions, Verdict,
 };
 use txretry_testkit::CommitFaultProxy;
+use txretry_testkit::record::Seen;
 
+use crate::calls::*;
 use crate::common::*;
 
 /// A policy of five attempts that retries every kind (connection failures included),
@@ -26,23 +28,16 @@ fn retry_everything() -> (RetryPolicy, Seen) {
 
 /// `CREATE TABLE {name} (note text NOT NULL)`: no key, so a second run would show as a
 /// second row rather than as a unique violation.
-fn create_notes(conn: &mut PgConnection, name: &str) {
+fn create_notes(conn: &mut Conn, name: &str) {
     exec(conn, &format!("CREATE TABLE {name} (note text NOT NULL)"));
 }
 
-/// What the fault looks like through libpq: the pooler's FATAL arrives together with the
-/// closed socket, and libpq reports the closed connection ("server closed the connection
-/// unexpectedly", no SQLSTATE), which Diesel marks `ClosedConnection`. Judged ambiguous at
-/// COMMIT on the first attempt; the runner's one connection is gone, so the loop ended.
+/// The proxy's answer, as the binary's driver reports it (`lost_commit_code`): judged
+/// ambiguous at COMMIT on the first attempt; the runner's one connection is gone, so the
+/// loop ended.
 fn assert_ambiguous_commit(err: &TxError<diesel::result::Error>) {
-    assert!(
-        matches!(
-            err.error(),
-            diesel::result::Error::DatabaseError(DatabaseErrorKind::ClosedConnection, _)
-        ),
-        "{err:?}"
-    );
-    // On its own, a closed connection is a connection failure…
+    let code = lost_commit_code(err.error());
+    // On its own, the answer is a connection failure…
     assert_eq!(
         txretry::classify(err.error()).verdict,
         Verdict::Transient(TransientKind::Connection)
@@ -55,20 +50,17 @@ fn assert_ambiguous_commit(err: &TxError<diesel::result::Error>) {
         1,
         StopReason::ConnectionUnusable,
     );
-    assert_eq!(
-        err.outcome().code(),
-        Some(Code::Driver("connection closed"))
-    );
+    assert_eq!(err.outcome().code(), Some(code));
     assert_eq!(err.outcome().history().len(), 1);
 }
 
 #[test]
 fn commit_answered_with_08p01_is_ambiguous_and_not_rerun() {
-    let Some(url) = url("diesel_postgres::commit_boundary") else {
+    let Some(url) = url(&format!("{BINARY}::commit_boundary")) else {
         return;
     };
     let mut direct = connect(&url);
-    let t = table("dpg_commit_fault");
+    let t = table(&format!("{BINARY}_commit_fault"));
     create_notes(&mut direct, &t);
     let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
     let mut conn = connect(proxy.url());
@@ -76,9 +68,12 @@ fn commit_answered_with_08p01_is_ambiguous_and_not_rerun() {
     let (policy, seen) = retry_everything();
     proxy.arm_commit_faults(1);
     let mut attempts = 0;
-    let err = txretry::diesel::transaction(&mut conn, &policy, |conn| {
+    let err = transaction_with!(&mut conn, &policy, &TxOptions::default(), |conn| {
         attempts += 1;
-        diesel::sql_query(format!("INSERT INTO {t} VALUES ('order 17')")).execute(conn)
+        execute!(
+            diesel::sql_query(format!("INSERT INTO {t} VALUES ('order 17')")),
+            conn
+        )
     })
     .expect_err("the proxy answers the COMMIT with 08P01");
 
@@ -101,11 +96,11 @@ fn commit_answered_with_08p01_is_ambiguous_and_not_rerun() {
 /// attempt. The caller's next call, on a new connection, finds the row already there.
 #[test]
 fn an_idempotent_call_still_ends_on_the_lost_connection() {
-    let Some(url) = url("diesel_postgres::commit_boundary_idempotent") else {
+    let Some(url) = url(&format!("{BINARY}::commit_boundary_idempotent")) else {
         return;
     };
     let mut direct = connect(&url);
-    let t = table("dpg_commit_fault_idem");
+    let t = table(&format!("{BINARY}_commit_fault_idem"));
     create_notes(&mut direct, &t);
     let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
     let mut conn = connect(proxy.url());
@@ -118,9 +113,9 @@ fn an_idempotent_call_still_ends_on_the_lost_connection() {
     );
     proxy.arm_commit_faults(1);
     let mut attempts = 0;
-    let err = txretry::diesel::transaction_with(&mut conn, &policy, &options, |conn| {
+    let err = transaction_with!(&mut conn, &policy, &options, |conn| {
         attempts += 1;
-        diesel::sql_query(&insert_once).execute(conn)
+        execute!(diesel::sql_query(&insert_once), conn)
     })
     .expect_err("the connection is gone");
 
@@ -130,8 +125,8 @@ fn an_idempotent_call_still_ends_on_the_lost_connection() {
     assert_eq!(count(&mut direct, &t, "note = 'order 18'"), 1);
 
     let mut fresh = connect(proxy.url());
-    let inserted = txretry::diesel::transaction_with(&mut fresh, &policy, &options, |conn| {
-        diesel::sql_query(&insert_once).execute(conn)
+    let inserted = transaction_with!(&mut fresh, &policy, &options, |conn| {
+        execute!(diesel::sql_query(&insert_once), conn)
     })
     .expect("the proxy is disarmed");
     assert_eq!(inserted, 0, "the first COMMIT had landed");

@@ -1,24 +1,25 @@
 //! 1213: two sessions update two rows in opposite order. InnoDB rolls back the lighter
 //! transaction (fewer rows changed), whichever request closed the cycle; the other session
 //! changes many rows first, so the runner is the victim, rolls back and retries to
-//! completion. Diesel keeps SQLSTATE 40001 and the text; the adapter recovers 1213.
+//! completion. Diesel (and diesel-async) keep SQLSTATE 40001 and the text; the adapter
+//! recovers 1213. Written once for MySQL/MariaDB through Diesel and diesel-async (a
+//! `#[path]` module, like `business.rs`).
 
 use std::sync::mpsc;
 use std::thread;
 
-use diesel::connection::SimpleConnection;
-use diesel::prelude::*;
-use txretry::{Code, Phase, TransientKind, Verdict};
+use txretry::{Code, Phase, TransientKind, TxOptions, Verdict};
 
+use crate::calls::*;
 use crate::common::*;
 
 #[test]
 fn a_deadlock_is_recognised_as_1213_and_retried() {
-    let Some(url) = url("diesel_mysql::deadlock") else {
+    let Some(url) = url(&format!("{BINARY}::deadlock")) else {
         return;
     };
     let mut observer = connect(&url);
-    let t = table("dmy_deadlock");
+    let t = table(&format!("{BINARY}_deadlock"));
     create_rows(&mut observer, &t, 20);
 
     // B, in its own thread: once A holds row 1, changes rows 3..=20 and row 2, then waits
@@ -38,7 +39,7 @@ fn a_deadlock_is_recognised_as_1213_and_retried() {
         go_rx.recv().unwrap();
         b_statements
             .iter()
-            .try_for_each(|statement| b.batch_execute(statement))
+            .try_for_each(|statement| batch(&mut b, statement))
     });
 
     let mut a = connect(&url);
@@ -47,15 +48,20 @@ fn a_deadlock_is_recognised_as_1213_and_retried() {
     let mut go = Some(go_tx);
     let mut attempts = 0;
     let mut errors_in_closure = Vec::new();
-    txretry::diesel::transaction(&mut a, &policy, |conn| {
+    transaction_with!(&mut a, &policy, &TxOptions::default(), |conn| {
         attempts += 1;
-        diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")).execute(conn)?;
+        execute!(
+            diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")),
+            conn
+        )?;
         if let Some(go) = go.take() {
             go.send(()).unwrap();
             wait_for_statement(&mut observer, b_id, &b_waits);
         }
-        let updated =
-            diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 2")).execute(conn);
+        let updated = execute!(
+            diesel::sql_query(format!("UPDATE {t} SET v = v + 1 WHERE id = 2")),
+            conn
+        );
         if let Err(e) = &updated {
             errors_in_closure.push((kept(e), txretry::classify(e)));
         }
@@ -71,7 +77,10 @@ fn a_deadlock_is_recognised_as_1213_and_retried() {
     assert_eq!(errors_in_closure.len(), 1);
     let (kept, classification) = &errors_in_closure[0];
     let (state, message) = kept.as_ref().expect("a database error");
-    assert_eq!(state, "40001", "Diesel keeps the SQLSTATE, not the errno");
+    assert_eq!(
+        state, "40001",
+        "Diesel keeps the SQLSTATE, not the errno (so does diesel-async)"
+    );
     assert!(
         message.starts_with("Deadlock found when trying to get lock"),
         "{message}"

@@ -2,20 +2,21 @@
 //! one off call only while both are. The runner's transaction reads the count, another
 //! session takes doctor 2 off call and commits, then the runner takes doctor 1 off call:
 //! Postgres refuses one of them (at the UPDATE or at COMMIT), the runner retries, sees one
-//! doctor left and changes nothing. The invariant holds.
+//! doctor left and changes nothing. The invariant holds. Written once for Postgres
+//! through Diesel and diesel-async (a `#[path]` module, like `business.rs`).
 
-use diesel::prelude::*;
 use txretry::{Isolation, TransientKind, TxOptions, Verdict};
 
+use crate::calls::*;
 use crate::common::*;
 
 #[test]
 fn write_skew_under_serializable_is_retried_and_the_invariant_holds() {
-    let Some(url) = url("diesel_postgres::serialization") else {
+    let Some(url) = url(&format!("{BINARY}::serialization")) else {
         return;
     };
     let mut observer = connect(&url);
-    let t = table("dpg_on_call");
+    let t = table(&format!("{BINARY}_on_call"));
     exec(
         &mut observer,
         &format!(
@@ -36,7 +37,7 @@ fn write_skew_under_serializable_is_retried_and_the_invariant_holds() {
     let policy = policy.build().unwrap();
     let serializable = TxOptions::new().isolation(Isolation::Serializable);
     let mut attempts = 0;
-    let on_call = txretry::diesel::transaction_with(&mut a, &policy, &serializable, |conn| {
+    let on_call = transaction_with!(&mut a, &policy, &serializable, |conn| {
         attempts += 1;
         let on_call = count(conn, &t, "on_call");
         if attempts == 1 {
@@ -44,8 +45,10 @@ fn write_skew_under_serializable_is_retried_and_the_invariant_holds() {
             exec(&mut b, &b_sql);
         }
         if on_call >= 2 {
-            diesel::sql_query(format!("UPDATE {t} SET on_call = false WHERE id = 1"))
-                .execute(conn)?;
+            execute!(
+                diesel::sql_query(format!("UPDATE {t} SET on_call = false WHERE id = 1")),
+                conn
+            )?;
         }
         Ok::<_, diesel::result::Error>(on_call)
     })

@@ -1,0 +1,90 @@
+//! What the shared helpers (`db`) need to know of this binary's server, and what only
+//! MySQL/MariaDB has: connection ids, statements in `information_schema.processlist`,
+//! what diesel-async keeps of an error. Blocking (on the binary's runtime), so that the
+//! shared scenarios and the async tests alike call them.
+
+use std::time::{Duration, Instant};
+
+use diesel::sql_types::{BigInt, Text};
+use diesel_async::{AsyncMysqlConnection, RunQueryDsl};
+
+use crate::calls::block_on;
+use crate::db::{Number, exec};
+
+/// This binary's connection type.
+pub type Conn = AsyncMysqlConnection;
+
+/// This binary's name, for test names and table prefixes.
+pub const BINARY: &str = "diesel_async_mysql";
+
+/// The SQLSTATE of a duplicate key on this server.
+pub const UNIQUE_VIOLATION: &str = "23000";
+
+/// What follows a `CREATE TABLE`'s column list.
+pub const TABLE_OPTIONS: &str = " ENGINE=InnoDB";
+
+/// The server URL, or `None` when the test must skip (txretry-testkit printed why; with
+/// `TXRETRY_REQUIRE_DB=1` it panics instead).
+pub fn url(test: &str) -> Option<String> {
+    txretry_testkit::mysql_url(test)
+}
+
+/// `CREATE TABLE {name} (note varchar(64) NOT NULL) ENGINE=InnoDB`: no key, so a second
+/// run would show as a second row rather than as a duplicate-key error.
+pub fn create_log(conn: &mut Conn, name: &str) {
+    block_on(exec(
+        conn,
+        &format!("CREATE TABLE {name} (note varchar(64) NOT NULL){TABLE_OPTIONS}"),
+    ));
+}
+
+/// The session's connection id (what `information_schema.processlist` names).
+pub fn connection_id(conn: &mut Conn) -> i64 {
+    block_on(
+        diesel::sql_query("SELECT CAST(CONNECTION_ID() AS SIGNED) AS n").get_result::<Number>(conn),
+    )
+    .expect("CONNECTION_ID()")
+    .n
+}
+
+/// Waits until session `id` is executing `statement` (`information_schema.processlist`).
+/// Polls; panics after 30 s so a broken setup fails instead of hanging.
+pub fn wait_for_statement(observer: &mut Conn, id: i64, statement: &str) {
+    block_on(wait_for_statement_async(observer, id, statement));
+}
+
+async fn wait_for_statement_async(observer: &mut Conn, id: i64, statement: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let running = diesel::sql_query(
+            "SELECT count(*) AS n FROM information_schema.processlist WHERE id = ? AND info = ?",
+        )
+        .bind::<BigInt, _>(id)
+        .bind::<Text, _>(statement)
+        .get_result::<Number>(observer)
+        .await
+        .expect("poll processlist")
+        .n;
+        if running == 1 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "session {id} never ran {statement}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The SQLSTATE and message diesel-async kept of a database error.
+pub fn kept(err: &diesel::result::Error) -> Option<(String, String)> {
+    match err {
+        diesel::result::Error::DatabaseError(_, info) => Some((
+            info.sqlstate()
+                .map(|s| s.as_str().to_owned())
+                .unwrap_or_default(),
+            info.message().to_owned(),
+        )),
+        _ => None,
+    }
+}

@@ -1,0 +1,107 @@
+//! What the shared helpers (`db`) need to know of this binary's server, and what only
+//! Postgres has: backend pids, lock waits in `pg_stat_activity`, SQLSTATEs. Blocking (on
+//! the binary's runtime), so that the shared scenarios and the async tests alike call
+//! them.
+
+use std::time::{Duration, Instant};
+
+use diesel::QueryableByName;
+use diesel::sql_types::{Bool, Integer};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use crate::calls::block_on;
+use crate::db::count;
+
+/// This binary's connection type.
+pub type Conn = AsyncPgConnection;
+
+/// This binary's name, for test names and table prefixes.
+pub const BINARY: &str = "diesel_async_postgres";
+
+/// The SQLSTATE of a duplicate key on this server.
+pub const UNIQUE_VIOLATION: &str = "23505";
+
+/// What follows a `CREATE TABLE`'s column list.
+pub const TABLE_OPTIONS: &str = "";
+
+/// The server URL, or `None` when the test must skip (txretry-testkit printed why; with
+/// `TXRETRY_REQUIRE_DB=1` it panics instead).
+pub fn url(test: &str) -> Option<String> {
+    txretry_testkit::postgres_url(test)
+}
+
+/// The session's backend process id.
+pub fn backend_pid(conn: &mut Conn) -> i32 {
+    block_on(diesel::select(diesel::dsl::sql::<Integer>("pg_backend_pid()")).get_result(conn))
+        .expect("pg_backend_pid")
+}
+
+/// Waits until session `pid` is blocked on a lock (`pg_stat_activity`). Polls; panics
+/// after 30 s so a broken setup fails instead of hanging.
+pub fn wait_for_lock_wait(observer: &mut Conn, pid: i32) {
+    block_on(wait_for_lock_wait_async(observer, pid));
+}
+
+async fn wait_for_lock_wait_async(observer: &mut Conn, pid: i32) {
+    #[derive(QueryableByName)]
+    struct Waiting {
+        #[diesel(sql_type = Bool)]
+        waiting: bool,
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now: Waiting = diesel::sql_query(
+            "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) AS waiting \
+             FROM pg_stat_activity WHERE pid = $1",
+        )
+        .bind::<Integer, _>(pid)
+        .get_result(observer)
+        .await
+        .expect("poll pg_stat_activity");
+        if now.waiting {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "session {pid} never waited for a lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until session `pid` has left `pg_stat_activity` (it was terminated). Polls;
+/// panics after 30 s.
+pub fn wait_until_gone(observer: &mut Conn, pid: i32) {
+    block_on(wait_until_gone_async(observer, pid));
+}
+
+async fn wait_until_gone_async(observer: &mut Conn, pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(observer, "pg_stat_activity", &format!("pid = {pid}")).await > 0 {
+        assert!(Instant::now() < deadline, "session {pid} never ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `Code::SqlState` for a literal.
+pub fn sqlstate(code: &str) -> txretry::Code {
+    txretry::Code::SqlState(txretry::SqlState::new(code).expect("a SQLSTATE"))
+}
+
+/// The SQLSTATE diesel-async kept on a database error.
+pub fn diesel_sqlstate(err: &diesel::result::Error) -> Option<String> {
+    match err {
+        diesel::result::Error::DatabaseError(_, info) => {
+            info.sqlstate().map(|s| s.as_str().to_owned())
+        }
+        _ => None,
+    }
+}
+
+/// What the commit-fault proxy's answer looks like through diesel-async: tokio-postgres
+/// reads the pooler's FATAL as the COMMIT's answer, `08P01`, and diesel-async keeps the
+/// SQLSTATE.
+pub fn lost_commit_code(err: &diesel::result::Error) -> txretry::Code {
+    assert_eq!(diesel_sqlstate(err).as_deref(), Some("08P01"), "{err:?}");
+    sqlstate("08P01")
+}

@@ -1,0 +1,31 @@
+//! How the shared scenarios call the runner and run a statement in it, for the blocking
+//! adapter (`txretry::diesel::transaction_with`, Diesel's `RunQueryDsl`). The diesel-async
+//! binaries have the same macros in `diesel-async-shared/calls.rs`, so one scenario runs
+//! on both.
+
+/// `txretry::diesel::transaction_with(conn, policy, options, |c| body)`.
+macro_rules! transaction_with {
+    ($conn:expr, $policy:expr, $options:expr, |$c:ident| $body:expr) => {
+        txretry::diesel::transaction_with($conn, $policy, $options, |$c| $body)
+    };
+}
+pub(crate) use transaction_with;
+
+/// `query.execute(conn)`.
+macro_rules! execute {
+    ($query:expr, $conn:expr) => {
+        diesel::RunQueryDsl::execute($query, $conn)
+    };
+}
+pub(crate) use execute;
+
+/// `query.get_result(conn)`.
+// Used by the Postgres binaries only (`pg_options.rs`).
+#[allow(unused_macros)]
+macro_rules! get_result {
+    ($query:expr, $conn:expr) => {
+        diesel::RunQueryDsl::get_result($query, $conn)
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use get_result;
