@@ -15,3 +15,9 @@ mod deadlock;
 mod dialect;
 mod lock_wait_timeout;
 mod options;
+
+#[path = "../sea-orm-shared/bank.rs"]
+mod bank;
+mod contention;
+#[path = "../shared/transfers.rs"]
+mod transfers;

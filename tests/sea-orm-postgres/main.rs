@@ -17,3 +17,9 @@ mod dialect;
 mod options;
 mod serialization;
 mod swallowed_error;
+
+#[path = "../sea-orm-shared/bank.rs"]
+mod bank;
+mod contention;
+#[path = "../shared/transfers.rs"]
+mod transfers;

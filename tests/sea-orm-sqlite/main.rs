@@ -7,3 +7,9 @@ mod admission;
 mod busy;
 mod common;
 mod options;
+
+#[path = "../sea-orm-shared/bank.rs"]
+mod bank;
+mod contention;
+#[path = "../shared/transfers.rs"]
+mod transfers;
