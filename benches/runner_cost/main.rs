@@ -276,7 +276,7 @@ fn main() {
     let settings = Settings::from_env();
     let dir = tempfile::tempdir().expect("a temporary directory");
     println!(
-        "runner cost: {} rounds of {:.1} s per side, sides alternating; ratio = runner ÷ raw commits/s",
+        "runner cost: {} rounds of {:.2} s per side, sides alternating; ratio = runner ÷ raw commits/s",
         settings.rounds,
         settings.side.as_secs_f64()
     );
