@@ -17,3 +17,9 @@ mod deadlock;
 mod lock_wait_timeout;
 #[path = "../diesel-shared/read_only.rs"]
 mod read_only;
+
+#[path = "../diesel-shared/bank.rs"]
+mod bank;
+mod contention;
+#[path = "../shared/transfers.rs"]
+mod transfers;

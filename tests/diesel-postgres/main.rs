@@ -21,3 +21,9 @@ mod read_only;
 mod serialization;
 #[path = "../diesel-shared/pg_swallowed_error.rs"]
 mod swallowed_error;
+
+#[path = "../diesel-shared/bank.rs"]
+mod bank;
+mod contention;
+#[path = "../shared/transfers.rs"]
+mod transfers;

@@ -10,3 +10,9 @@ mod busy_snapshot;
 mod commit;
 mod common;
 mod options;
+
+#[path = "../diesel-shared/bank.rs"]
+mod bank;
+mod contention;
+#[path = "../shared/transfers.rs"]
+mod transfers;

@@ -59,7 +59,7 @@ impl Dialect {
 pub struct Sql {
     /// Runs first in each transfer, if any.
     pub prelude: Option<&'static str>,
-    /// The source's balance; binds `src`.
+    /// The source's balance, as column `v`; binds `src`.
     pub balance: String,
     /// Sets the source's balance; binds the new balance, `src`.
     pub debit: String,
@@ -67,7 +67,7 @@ pub struct Sql {
     pub credit: String,
     /// The ledger row; binds `task`, `seq`, `src`, `dst`, `amount`.
     pub record: String,
-    /// The sum of balances, as a 64-bit integer.
+    /// The sum of balances, as a 64-bit integer in column `v`.
     pub sum: String,
 }
 
@@ -82,7 +82,10 @@ impl Sql {
         };
         Sql {
             prelude,
-            balance: format!("SELECT balance FROM {accounts} WHERE id = {}{lock}", p(1)),
+            balance: format!(
+                "SELECT balance AS v FROM {accounts} WHERE id = {}{lock}",
+                p(1)
+            ),
             debit: format!(
                 "UPDATE {accounts} SET balance = {} WHERE id = {}",
                 p(1),
@@ -101,7 +104,10 @@ impl Sql {
                 p(4),
                 p(5)
             ),
-            sum: format!("SELECT {} FROM {accounts}", dialect.as_i64("sum(balance)")),
+            sum: format!(
+                "SELECT {} AS v FROM {accounts}",
+                dialect.as_i64("sum(balance)")
+            ),
         }
     }
 }
@@ -145,7 +151,7 @@ pub trait Bank: Send + Sync + 'static {
     fn worker(&self) -> impl Future<Output = Self::Worker> + Send;
     /// Runs `sql` (one or more statements) outside the runner.
     fn exec(&self, sql: String) -> impl Future<Output = ()> + Send;
-    /// The one integer `sql` selects, outside the runner.
+    /// The one integer `sql` selects (its column is named `v`), outside the runner.
     fn query_i64(&self, sql: String) -> impl Future<Output = i64> + Send;
     /// One transfer through the runner under `policy` and `options`: `sql.prelude`, then
     /// `sql.balance`, `sql.debit` (with the balance read less the amount), `sql.credit`,
@@ -270,14 +276,14 @@ pub async fn transfers<B: Bank>(bank: B, run: Run) {
     assert_eq!(bank.query_i64(sql.sum.clone()).await, ACCOUNTS * START);
     let rows = bank
         .query_i64(format!(
-            "SELECT {} FROM {ledger}",
+            "SELECT {} AS v FROM {ledger}",
             dialect.as_i64("count(*)")
         ))
         .await;
     assert_eq!(rows, TASKS * TRANSFERS, "one ledger row per transfer");
     let mismatched = bank
         .query_i64(format!(
-            "SELECT {} FROM {accounts} a WHERE a.balance != {START}
+            "SELECT {} AS v FROM {accounts} a WHERE a.balance != {START}
                - (SELECT coalesce(sum(amount), 0) FROM {ledger} WHERE src = a.id)
                + (SELECT coalesce(sum(amount), 0) FROM {ledger} WHERE dst = a.id)",
             dialect.as_i64("count(*)")

@@ -1,0 +1,121 @@
+//! [`Bank`](crate::transfers::Bank) for Diesel's blocking connections: each worker opens a
+//! connection of its own, which goes to one of tokio's blocking threads for each
+//! transaction and comes back. A macro over the connection type (Diesel's bounds for a
+//! query generic over the backend would outweigh the code).
+
+/// Defines `DieselBank` over connections of type `$conn`, on `$dialect`.
+macro_rules! diesel_bank {
+    ($conn:ty, $dialect:expr) => {
+        /// Diesel (blocking) for the transfers of `tests/shared/transfers.rs`: what opens
+        /// a connection.
+        pub struct DieselBank(pub std::sync::Arc<dyn Fn() -> $conn + Send + Sync>);
+
+        /// A row of one `bigint` column named `v`.
+        #[derive(diesel::QueryableByName)]
+        struct V {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            v: i64,
+        }
+
+        type Backend = <$conn as diesel::Connection>::Backend;
+
+        /// `sql` with `binds`, all `bigint`.
+        fn query(
+            sql: &str,
+            binds: &[i64],
+        ) -> diesel::query_builder::BoxedSqlQuery<'static, Backend, diesel::query_builder::SqlQuery>
+        {
+            let mut query = diesel::sql_query(sql.to_owned()).into_boxed();
+            for &bind in binds {
+                query = query.bind::<diesel::sql_types::BigInt, _>(bind);
+            }
+            query
+        }
+
+        /// The one integer `sql` selects (as `v`).
+        fn one(conn: &mut $conn, sql: &str, binds: &[i64]) -> diesel::QueryResult<i64> {
+            use diesel::RunQueryDsl;
+            query(sql, binds).get_result::<V>(conn).map(|row| row.v)
+        }
+
+        /// Runs `f` on the worker's connection on a blocking thread, and puts it back.
+        async fn blocking<T: Send + 'static>(
+            worker: &mut Option<$conn>,
+            f: impl FnOnce(&mut $conn) -> T + Send + 'static,
+        ) -> T {
+            let mut conn = worker.take().expect("the worker's connection");
+            let (conn, result) = tokio::task::spawn_blocking(move || {
+                let result = f(&mut conn);
+                (conn, result)
+            })
+            .await
+            .unwrap();
+            *worker = Some(conn);
+            result
+        }
+
+        impl crate::transfers::Bank for DieselBank {
+            const DIALECT: crate::transfers::Dialect = $dialect;
+            type Worker = Option<$conn>;
+
+            async fn worker(&self) -> Option<$conn> {
+                Some((self.0)())
+            }
+
+            async fn exec(&self, sql: String) {
+                let mut conn = (self.0)();
+                diesel::connection::SimpleConnection::batch_execute(&mut conn, &sql).unwrap();
+            }
+
+            async fn query_i64(&self, sql: String) -> i64 {
+                one(&mut (self.0)(), &sql, &[]).unwrap()
+            }
+
+            async fn transfer(
+                worker: &mut Option<$conn>,
+                policy: &txretry::RetryPolicy,
+                options: &txretry::TxOptions,
+                sql: std::sync::Arc<crate::transfers::Sql>,
+                t: crate::transfers::Transfer,
+                runs: std::sync::Arc<std::sync::atomic::AtomicU32>,
+            ) -> Result<(), String> {
+                use diesel::RunQueryDsl;
+                let (policy, options) = (policy.clone(), options.clone());
+                blocking(worker, move |conn| {
+                    txretry::diesel::transaction_with(conn, &policy, &options, |conn| {
+                        runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if let Some(prelude) = sql.prelude {
+                            diesel::connection::SimpleConnection::batch_execute(conn, prelude)?;
+                        }
+                        let balance = one(conn, &sql.balance, &[t.src])?;
+                        query(&sql.debit, &[balance - t.amount, t.src]).execute(conn)?;
+                        query(&sql.credit, &[t.amount, t.dst]).execute(conn)?;
+                        let row = [t.task, t.seq, t.src, t.dst, t.amount];
+                        query(&sql.record, &row).execute(conn)?;
+                        Ok::<_, diesel::result::Error>(())
+                    })
+                    .map_err(|err| err.to_string())
+                })
+                .await
+            }
+
+            async fn read(
+                worker: &mut Option<$conn>,
+                policy: &txretry::RetryPolicy,
+                options: &txretry::TxOptions,
+                sql: String,
+            ) -> Result<i64, String> {
+                let (policy, options) = (policy.clone(), options.clone());
+                blocking(worker, move |conn| {
+                    txretry::diesel::transaction_with(conn, &policy, &options, |conn| {
+                        one(conn, &sql, &[])
+                    })
+                    .map_err(|err| err.to_string())
+                })
+                .await
+            }
+        }
+    };
+}
+
+pub(crate) use diesel_bank;
