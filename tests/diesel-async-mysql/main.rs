@@ -24,3 +24,9 @@ mod lock_wait_timeout;
 #[path = "../diesel-shared/read_only.rs"]
 mod read_only;
 mod server;
+
+#[path = "../diesel-async-shared/bank.rs"]
+mod bank;
+mod contention;
+#[path = "../shared/transfers.rs"]
+mod transfers;

@@ -11,6 +11,9 @@ use diesel_async::{AsyncMysqlConnection, RunQueryDsl};
 use crate::calls::block_on;
 use crate::db::{Number, exec};
 
+/// The SQL dialect of the shared transfers (`tests/shared/transfers.rs`).
+pub const DIALECT: crate::transfers::Dialect = crate::transfers::Dialect::MySql;
+
 /// This binary's connection type.
 pub type Conn = AsyncMysqlConnection;
 

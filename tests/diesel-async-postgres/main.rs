@@ -28,3 +28,9 @@ mod serialization;
 mod server;
 #[path = "../diesel-shared/pg_swallowed_error.rs"]
 mod swallowed_error;
+
+#[path = "../diesel-async-shared/bank.rs"]
+mod bank;
+mod contention;
+#[path = "../shared/transfers.rs"]
+mod transfers;

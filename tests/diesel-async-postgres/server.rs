@@ -12,6 +12,9 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use crate::calls::block_on;
 use crate::db::count;
 
+/// The SQL dialect of the shared transfers (`tests/shared/transfers.rs`).
+pub const DIALECT: crate::transfers::Dialect = crate::transfers::Dialect::Postgres;
+
 /// This binary's connection type.
 pub type Conn = AsyncPgConnection;
 
