@@ -3,8 +3,6 @@
 //! `AsyncMysqlConnection` of its own: deadlocks (1213, recovered from diesel-async's text
 //! and SQLSTATE), each retried; every transfer commits exactly once.
 
-use txretry::{TransientKind, TxOptions};
-
 use crate::bank::DieselAsyncBank;
 use crate::server::url;
 use crate::transfers::{Run, transfers};
@@ -14,12 +12,6 @@ async fn contention_default_isolation() {
     let Some(url) = url("diesel_async_mysql::contention") else {
         return;
     };
-    let run = Run {
-        name: "diesel-async, mysql default isolation",
-        options: TxOptions::new(),
-        reader: TxOptions::new().read_only(true),
-        prelude: None,
-        retried: &[TransientKind::Deadlock],
-    };
+    let run = Run::mysql_default("diesel-async, mysql default isolation");
     transfers(DieselAsyncBank(url), run).await;
 }

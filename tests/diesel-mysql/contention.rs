@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 
-use txretry::{TransientKind, TxOptions};
-
 use crate::common::{connect, url};
 use crate::transfers::{Dialect, Run, transfers};
 
@@ -17,12 +15,6 @@ async fn contention_default_isolation() {
     let Some(url) = url("diesel_mysql::contention") else {
         return;
     };
-    let run = Run {
-        name: "diesel, mysql default isolation",
-        options: TxOptions::new(),
-        reader: TxOptions::new().read_only(true),
-        prelude: None,
-        retried: &[TransientKind::Deadlock],
-    };
+    let run = Run::mysql_default("diesel, mysql default isolation");
     transfers(DieselBank(Arc::new(move || connect(&url))), run).await;
 }

@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use txretry::{Isolation, TransientKind, TxOptions};
-
 use crate::common::{connect, url};
 use crate::transfers::{Dialect, Run, transfers};
 
@@ -16,16 +14,6 @@ async fn contention_serializable() {
     let Some(url) = url("diesel_postgres::contention") else {
         return;
     };
-    let run = Run {
-        name: "diesel, postgres SERIALIZABLE",
-        options: TxOptions::new().isolation(Isolation::Serializable),
-        reader: TxOptions::new()
-            .isolation(Isolation::RepeatableRead)
-            .read_only(true),
-        // Transfers lock their two rows in either order, so they also deadlock; detect
-        // that in 20 ms rather than the default 1 s.
-        prelude: Some("SET LOCAL deadlock_timeout = '20ms'"),
-        retried: &[TransientKind::SerializationFailure, TransientKind::Deadlock],
-    };
+    let run = Run::postgres_serializable("diesel, postgres SERIALIZABLE");
     transfers(DieselBank(Arc::new(move || connect(&url))), run).await;
 }

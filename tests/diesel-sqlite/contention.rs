@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use txretry::{SqliteBegin, TransientKind, TxOptions};
+use txretry::SqliteBegin;
 
 use crate::common::Db;
 use crate::transfers::{Dialect, Run, transfers};
@@ -14,13 +14,7 @@ crate::bank::diesel_bank!(diesel::SqliteConnection, Dialect::Sqlite);
 
 async fn contention(name: &'static str, begin: SqliteBegin) {
     let db = Arc::new(Db::wal());
-    let run = Run {
-        name,
-        options: TxOptions::new().sqlite_begin(begin),
-        reader: TxOptions::new().read_only(true),
-        prelude: None,
-        retried: &[TransientKind::Busy],
-    };
+    let run = Run::sqlite(name, begin);
     transfers(DieselBank(Arc::new(move || db.open())), run).await;
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use mysql_async::Pool;
 use mysql_async::prelude::*;
-use txretry::{RetryPolicy, TransientKind, TxOptions};
+use txretry::{RetryPolicy, TxOptions};
 
 use crate::common::{pool, url};
 use crate::transfers::{Bank, Dialect, Run, Sql, Transfer, transfers};
@@ -83,13 +83,7 @@ async fn hot_accounts_at_default_isolation() {
     let Some(url) = url("mysql_async::contention") else {
         return;
     };
-    let run = Run {
-        name: "mysql_async, default isolation",
-        options: TxOptions::new(),
-        reader: TxOptions::new().read_only(true),
-        prelude: None,
-        retried: &[TransientKind::Deadlock],
-    };
+    let run = Run::mysql_default("mysql_async, default isolation");
     let pool = pool(&url);
     transfers(MySqlBank(pool.clone()), run).await;
     pool.disconnect().await.unwrap();

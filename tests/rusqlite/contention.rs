@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rusqlite::Connection;
-use txretry::{RetryPolicy, SqliteBegin, TransientKind, TxOptions};
+use txretry::{RetryPolicy, SqliteBegin, TxOptions};
 
 use crate::common::Db;
 use crate::transfers::{Bank, Dialect, Run, Sql, Transfer, transfers};
@@ -98,13 +98,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 async fn contention(name: &'static str, begin: SqliteBegin) {
-    let run = Run {
-        name,
-        options: TxOptions::new().sqlite_begin(begin),
-        reader: TxOptions::new().read_only(true),
-        prelude: None,
-        retried: &[TransientKind::Busy],
-    };
+    let run = Run::sqlite(name, begin);
     transfers(SqliteBank(Db::wal()), run).await;
 }
 

@@ -4,8 +4,6 @@
 
 use std::marker::PhantomData;
 
-use txretry::{TransientKind, TxOptions};
-
 use crate::bank::{OfDialect, SeaOrmBank};
 use crate::common::setup;
 use crate::transfers::{Dialect, Run, transfers};
@@ -21,12 +19,6 @@ async fn contention_default_isolation() {
     let Some((_, db)) = setup("sea-orm-mysql contention", 8).await else {
         return;
     };
-    let run = Run {
-        name: "sea-orm, mysql default isolation",
-        options: TxOptions::new(),
-        reader: TxOptions::new().read_only(true),
-        prelude: None,
-        retried: &[TransientKind::Deadlock],
-    };
+    let run = Run::mysql_default("sea-orm, mysql default isolation");
     transfers(SeaOrmBank::<MySql>(db, PhantomData), run).await;
 }

@@ -3,8 +3,6 @@
 
 use std::marker::PhantomData;
 
-use txretry::{Isolation, TransientKind, TxOptions};
-
 use crate::bank::{OfDialect, SeaOrmBank};
 use crate::common::setup;
 use crate::transfers::{Dialect, Run, transfers};
@@ -20,16 +18,6 @@ async fn contention_serializable() {
     let Some((_, db)) = setup("sea-orm-postgres contention", 8).await else {
         return;
     };
-    let run = Run {
-        name: "sea-orm, postgres SERIALIZABLE",
-        options: TxOptions::new().isolation(Isolation::Serializable),
-        reader: TxOptions::new()
-            .isolation(Isolation::RepeatableRead)
-            .read_only(true),
-        // Transfers lock their two rows in either order, so they also deadlock; detect
-        // that in 20 ms rather than the default 1 s.
-        prelude: Some("SET LOCAL deadlock_timeout = '20ms'"),
-        retried: &[TransientKind::SerializationFailure, TransientKind::Deadlock],
-    };
+    let run = Run::postgres_serializable("sea-orm, postgres SERIALIZABLE");
     transfers(SeaOrmBank::<Postgres>(db, PhantomData), run).await;
 }

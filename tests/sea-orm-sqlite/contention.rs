@@ -5,7 +5,7 @@
 
 use std::marker::PhantomData;
 
-use txretry::{SqliteBegin, TransientKind, TxOptions};
+use txretry::{SqliteBegin, TxOptions};
 
 use crate::bank::{OfDialect, SeaOrmBank};
 use crate::common::setup;
@@ -20,13 +20,11 @@ impl OfDialect for Sqlite {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contention_deferred() {
     let (_dir, db) = setup(8).await;
+    // Not read-only: the runner refuses read-only SQLite transactions on SeaORM.
     let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
     let run = Run {
-        name: "sea-orm, sqlite DEFERRED",
-        options: deferred.clone(),
         reader: deferred,
-        prelude: None,
-        retried: &[TransientKind::Busy],
+        ..Run::sqlite("sea-orm, sqlite DEFERRED", SqliteBegin::Deferred)
     };
     transfers(SeaOrmBank::<Sqlite>(db, PhantomData), run).await;
 }

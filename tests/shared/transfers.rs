@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use txretry::{RetryPolicy, TransientKind, TxOptions, Verdict};
+use txretry::{Isolation, RetryPolicy, SqliteBegin, TransientKind, TxOptions, Verdict};
 use txretry_testkit::record::{Seen, jittered};
 use txretry_testkit::wait::within;
 
@@ -185,6 +185,50 @@ pub struct Run {
     pub prelude: Option<&'static str>,
     /// The kinds of failure the runner may retry in this run.
     pub retried: &'static [TransientKind],
+}
+
+#[allow(dead_code)] // each binary runs the ones of its database
+impl Run {
+    /// Postgres under SERIALIZABLE: serialization failures, and deadlocks (transfers take
+    /// their two rows in either order), detected after 20 ms rather than the default 1 s;
+    /// the reader in a read-only REPEATABLE READ snapshot.
+    pub fn postgres_serializable(name: &'static str) -> Run {
+        Run {
+            name,
+            options: TxOptions::new().isolation(Isolation::Serializable),
+            reader: TxOptions::new()
+                .isolation(Isolation::RepeatableRead)
+                .read_only(true),
+            prelude: Some("SET LOCAL deadlock_timeout = '20ms'"),
+            retried: &[TransientKind::SerializationFailure, TransientKind::Deadlock],
+        }
+    }
+
+    /// MySQL/MariaDB at the server's default isolation (REPEATABLE READ; the transfers
+    /// read with `FOR UPDATE`): deadlocks (1213).
+    pub fn mysql_default(name: &'static str) -> Run {
+        Run {
+            name,
+            options: TxOptions::new(),
+            reader: TxOptions::new().read_only(true),
+            prelude: None,
+            retried: &[TransientKind::Deadlock],
+        }
+    }
+
+    /// SQLite, the transfers begun `begin`: `SQLITE_BUSY` (and `BUSY_SNAPSHOT`); the reader
+    /// read-only, DEFERRED.
+    pub fn sqlite(name: &'static str, begin: SqliteBegin) -> Run {
+        Run {
+            name,
+            options: TxOptions::new().sqlite_begin(begin),
+            reader: TxOptions::new()
+                .sqlite_begin(SqliteBegin::Deferred)
+                .read_only(true),
+            prelude: None,
+            retried: &[TransientKind::Busy],
+        }
+    }
 }
 
 /// Runs the scenario on `bank` and checks it.

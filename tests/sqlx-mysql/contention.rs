@@ -2,8 +2,6 @@
 //! (REPEATABLE READ), reading with `SELECT … FOR UPDATE`: deadlocks (1213), each retried;
 //! every transfer commits exactly once.
 
-use txretry::{TransientKind, TxOptions};
-
 use crate::common::setup;
 use crate::transfers::{Dialect, Run, transfers};
 
@@ -14,12 +12,6 @@ async fn contention_default_isolation() {
     let Some((_, pool)) = setup("sqlx-mysql contention", 8).await else {
         return;
     };
-    let run = Run {
-        name: "sqlx, mysql default isolation",
-        options: TxOptions::new(),
-        reader: TxOptions::new().read_only(true),
-        prelude: None,
-        retried: &[TransientKind::Deadlock],
-    };
+    let run = Run::mysql_default("sqlx, mysql default isolation");
     transfers(SqlxBank(pool), run).await;
 }

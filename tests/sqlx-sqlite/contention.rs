@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use txretry::{SqliteBegin, TransientKind, TxOptions};
+use txretry::SqliteBegin;
 
 use crate::common::TempDb;
 use crate::transfers::{Dialect, Run, transfers};
@@ -16,15 +16,7 @@ crate::bank::sqlx_bank!(sqlx::SqlitePool, Dialect::Sqlite);
 
 async fn contention(name: &'static str, begin: SqliteBegin, busy_timeout: Duration) {
     let db = TempDb::new().await;
-    let run = Run {
-        name,
-        options: TxOptions::new().sqlite_begin(begin),
-        reader: TxOptions::new()
-            .sqlite_begin(SqliteBegin::Deferred)
-            .read_only(true),
-        prelude: None,
-        retried: &[TransientKind::Busy],
-    };
+    let run = Run::sqlite(name, begin);
     transfers(SqlxBank(db.pool(8, busy_timeout).await), run).await;
 }
 

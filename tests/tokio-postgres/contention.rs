@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use tokio_postgres::Client;
-use txretry::{Isolation, RetryPolicy, TransientKind, TxOptions};
+use txretry::{RetryPolicy, TxOptions};
 
 use crate::common::{connect, url};
 use crate::transfers::{Bank, Dialect, Run, Sql, Transfer, transfers};
@@ -79,16 +79,6 @@ async fn hot_accounts_under_serializable() {
     let Some(url) = url("tokio_postgres::contention") else {
         return;
     };
-    let run = Run {
-        name: "tokio-postgres, SERIALIZABLE",
-        options: TxOptions::new().isolation(Isolation::Serializable),
-        reader: TxOptions::new()
-            .isolation(Isolation::RepeatableRead)
-            .read_only(true),
-        // Transfers lock their two rows in either order, so they also deadlock; detect
-        // that in 20 ms rather than the default 1 s.
-        prelude: Some("SET LOCAL deadlock_timeout = '20ms'"),
-        retried: &[TransientKind::SerializationFailure, TransientKind::Deadlock],
-    };
+    let run = Run::postgres_serializable("tokio-postgres, SERIALIZABLE");
     transfers(PgBank(url), run).await;
 }
