@@ -38,22 +38,6 @@ macro_rules! diesel_bank {
             query(sql, binds).get_result::<V>(conn).map(|row| row.v)
         }
 
-        /// Runs `f` on the worker's connection on a blocking thread, and puts it back.
-        async fn blocking<T: Send + 'static>(
-            worker: &mut Option<$conn>,
-            f: impl FnOnce(&mut $conn) -> T + Send + 'static,
-        ) -> T {
-            let mut conn = worker.take().expect("the worker's connection");
-            let (conn, result) = tokio::task::spawn_blocking(move || {
-                let result = f(&mut conn);
-                (conn, result)
-            })
-            .await
-            .unwrap();
-            *worker = Some(conn);
-            result
-        }
-
         impl crate::transfers::Bank for DieselBank {
             const DIALECT: crate::transfers::Dialect = $dialect;
             type Worker = Option<$conn>;
@@ -81,7 +65,7 @@ macro_rules! diesel_bank {
             ) -> Result<(), String> {
                 use diesel::RunQueryDsl;
                 let (policy, options) = (policy.clone(), options.clone());
-                blocking(worker, move |conn| {
+                crate::transfers::on_blocking_thread(worker, move |conn| {
                     txretry::diesel::transaction_with(conn, &policy, &options, |conn| {
                         runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         if let Some(prelude) = sql.prelude {
@@ -106,7 +90,7 @@ macro_rules! diesel_bank {
                 sql: String,
             ) -> Result<i64, String> {
                 let (policy, options) = (policy.clone(), options.clone());
-                blocking(worker, move |conn| {
+                crate::transfers::on_blocking_thread(worker, move |conn| {
                     txretry::diesel::transaction_with(conn, &policy, &options, |conn| {
                         one(conn, &sql, &[])
                     })

@@ -16,7 +16,7 @@ use rusqlite::Connection;
 use txretry::{RetryPolicy, SqliteBegin, TxOptions};
 
 use crate::common::Db;
-use crate::transfers::{Bank, Dialect, Run, Sql, Transfer, transfers};
+use crate::transfers::{Bank, Dialect, Run, Sql, Transfer, on_blocking_thread, transfers};
 
 /// rusqlite for the transfers: the database file; each worker opens a connection, which
 /// goes to a blocking thread for each transaction and comes back.
@@ -47,7 +47,7 @@ impl Bank for SqliteBank {
         runs: Arc<AtomicU32>,
     ) -> Result<(), String> {
         let (policy, options) = (policy.clone(), options.clone());
-        blocking(worker, move |conn| {
+        on_blocking_thread(worker, move |conn| {
             txretry::rusqlite::transaction_with(conn, &policy, &options, |tx| {
                 runs.fetch_add(1, Ordering::Relaxed);
                 if let Some(prelude) = sql.prelude {
@@ -71,7 +71,7 @@ impl Bank for SqliteBank {
         sql: String,
     ) -> Result<i64, String> {
         let (policy, options) = (policy.clone(), options.clone());
-        blocking(worker, move |conn| {
+        on_blocking_thread(worker, move |conn| {
             txretry::rusqlite::transaction_with(conn, &policy, &options, |tx| {
                 tx.query_row(&sql, [], |row| row.get::<_, i64>(0))
             })
@@ -79,22 +79,6 @@ impl Bank for SqliteBank {
         })
         .await
     }
-}
-
-/// Runs `f` on the worker's connection on a blocking thread, and puts the connection back.
-async fn blocking<T: Send + 'static>(
-    worker: &mut Option<Connection>,
-    f: impl FnOnce(&mut Connection) -> T + Send + 'static,
-) -> T {
-    let mut conn = worker.take().expect("the worker's connection");
-    let (conn, result) = tokio::task::spawn_blocking(move || {
-        let result = f(&mut conn);
-        (conn, result)
-    })
-    .await
-    .unwrap();
-    *worker = Some(conn);
-    result
 }
 
 async fn contention(name: &'static str, begin: SqliteBegin) {

@@ -231,6 +231,24 @@ impl Run {
     }
 }
 
+/// For a blocking driver's [`Bank`]: runs `f` on the worker's connection on one of
+/// tokio's blocking threads, and puts the connection back.
+#[allow(dead_code)] // the blocking drivers' binaries use it
+pub async fn on_blocking_thread<C: Send + 'static, T: Send + 'static>(
+    worker: &mut Option<C>,
+    f: impl FnOnce(&mut C) -> T + Send + 'static,
+) -> T {
+    let mut conn = worker.take().expect("the worker's connection");
+    let (conn, result) = tokio::task::spawn_blocking(move || {
+        let result = f(&mut conn);
+        (conn, result)
+    })
+    .await
+    .unwrap();
+    *worker = Some(conn);
+    result
+}
+
 /// Runs the scenario on `bank` and checks it.
 pub async fn transfers<B: Bank>(bank: B, run: Run) {
     let dialect = B::DIALECT;
