@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, ValueEnum};
 
 use crate::duration::parse_duration;
 
@@ -36,7 +36,7 @@ Passwords in --db URLs are never printed: user:pass@ shows as user:***@.";
 /// Runs contention workloads against a database through txretry's sqlx runner and reports
 /// what each retry policy achieved.
 #[derive(Debug, Parser)]
-#[command(name = "txretry-lab", version, about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true)]
+#[command(name = "txretry-lab", version, about, after_help = AFTER_HELP)]
 pub struct Cli {
     /// `sqlite` (a fresh file in a temp dir), `sqlite://PATH`, `postgres://…` or `mysql://…`.
     #[arg(long, default_value = "sqlite", value_name = "DB")]
@@ -115,18 +115,6 @@ pub struct Cli {
     /// Internal: this child's number (0-based) among the processes of the run.
     #[arg(long, hide = true, value_name = "I", default_value = "0")]
     pub child_index: u32,
-
-    /// A subcommand instead of one comparison (the flags above do not apply to it).
-    #[command(subcommand)]
-    pub command: Option<Command>,
-}
-
-/// The subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the policies at several worker counts, several times each (plus pgbench on
-    /// Postgres); print the median and range of each, and draw them with --plot.
-    Sweep(crate::sweep::SweepArgs),
 }
 
 /// The transaction every worker runs.
@@ -277,7 +265,7 @@ impl FaultArg {
     }
 }
 
-/// A worker count from 1 to [`MAX_WORKERS`] (`--workers`, and each of `sweep --workers`).
+/// A worker count from 1 to [`MAX_WORKERS`] (`--workers`, and each of `txretry-bench sweep --workers`).
 pub fn parse_workers(text: &str) -> Result<usize, String> {
     parse_count(text, MAX_WORKERS)
 }
@@ -287,7 +275,7 @@ fn parse_processes(text: &str) -> Result<usize, String> {
 }
 
 /// A whole number from 1 to `max` (every count flag: `--workers`, `--rows`, `--processes`,
-/// `sweep --repeat`); anything else, negative numbers included, gets one message.
+/// `txretry-bench sweep --repeat`); anything else, negative numbers included, gets one message.
 pub fn parse_count<T>(text: &str, max: T) -> Result<T, String>
 where
     T: TryFrom<i64> + PartialOrd + From<u8> + std::fmt::Display + Copy,

@@ -26,43 +26,16 @@
 //! without a report, after cleaning up: see `signals.rs`). Passwords in `--db` never appear
 //! in any output.
 
-mod backend;
-mod cli;
-mod duration;
-mod error;
-mod fault;
-mod grid;
-mod hints;
-mod json;
-mod lab;
-mod multi;
-mod presets;
-mod progress;
-mod report;
-mod run;
-mod server;
-mod signals;
-mod stats;
-mod sweep;
-mod target;
-mod timeline;
-mod workload;
-
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 
-use crate::cli::Cli;
-use crate::target::Target;
-
-/// Exit code when an invariant check failed.
-const EXIT_INVARIANT_FAILED: u8 = 1;
-/// Exit code when nothing could be measured.
-const EXIT_NOT_RUN: u8 = 2;
-/// Exit code when Ctrl-C cut the runs short (and every invariant checked held).
-const EXIT_INTERRUPTED: u8 = 130;
+use txretry_lab::cli::Cli;
+use txretry_lab::target::Target;
+use txretry_lab::{
+    EXIT_INTERRUPTED, EXIT_INVARIANT_FAILED, EXIT_NOT_RUN, clap_exit, fault, lab, multi, runtime,
+};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -71,9 +44,6 @@ fn main() -> ExitCode {
     };
     if let Some(prefix) = &cli.child_tables {
         return child_main(&cli, prefix);
-    }
-    if let Some(cli::Command::Sweep(args)) = &cli.command {
-        return sweep::main(args);
     }
     let target = match Target::parse(&cli.db) {
         Ok(target) => target,
@@ -139,36 +109,4 @@ fn child_main(cli: &Cli, prefix: &str) -> ExitCode {
             ExitCode::from(EXIT_NOT_RUN)
         }
     }
-}
-
-/// The multi-threaded tokio runtime every mode runs on, or `None` (after saying why).
-pub(crate) fn runtime() -> Option<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| eprintln!("error: could not start the async runtime: {e}"))
-        .ok()
-}
-
-/// Prints a clap error (or help / version) and returns its exit code (2 for usage errors),
-/// with every password that appears on the command line masked: clap echoes bad values,
-/// and a misplaced URL may hold one.
-fn clap_exit(error: &clap::Error) -> ExitCode {
-    let code = u8::try_from(error.exit_code()).unwrap_or(EXIT_NOT_RUN);
-    if !error.use_stderr() {
-        // --help, --version: nothing secret in them.
-        let _ = error.print();
-        return ExitCode::from(code);
-    }
-    let secrets: Vec<String> = std::env::args()
-        .flat_map(|arg| txretry::sqlx::redact::passwords_in(&arg))
-        .collect();
-    let rendered = error.render();
-    let text = if std::io::stderr().is_terminal() {
-        rendered.ansi().to_string()
-    } else {
-        rendered.to_string()
-    };
-    eprint!("{}", txretry::sqlx::redact::scrub(&text, &secrets));
-    ExitCode::from(code)
 }

@@ -8,7 +8,6 @@ mod processes;
 mod restarts;
 mod servers;
 mod sqlite;
-mod sweep;
 mod usage;
 
 use std::process::{Command, Output};

@@ -12,15 +12,15 @@ use std::time::Duration;
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
 
-use crate::backend::LabDb;
-use crate::lab::Fatal;
-use crate::presets::Preset;
-use crate::report::{RunReport, Setup};
-use crate::run::{RunSpec, run};
-use crate::sweep::cell::{Cell, PGBENCH, Sample};
-use crate::sweep::estimate;
-use crate::sweep::pgbench::Bench;
-use crate::target::Target;
+use crate::cell::{Cell, PGBENCH, Sample};
+use crate::estimate;
+use crate::pgbench::Bench;
+use txretry_lab::backend::LabDb;
+use txretry_lab::lab::Fatal;
+use txretry_lab::presets::Preset;
+use txretry_lab::report::{RunReport, Setup};
+use txretry_lab::run::{RunSpec, run};
+use txretry_lab::target::Target;
 
 /// What a sweep runs.
 #[derive(Debug)]

@@ -1,24 +1,15 @@
-//! `txretry-lab sweep`: the presets at several worker counts, several runs per cell, plus
+//! `txretry-bench sweep`: the presets at several worker counts, several runs per cell, plus
 //! pgbench on Postgres; a table with the median and range of each cell, `--json`, and
 //! `--plot sweep.svg`.
 //!
 //! ```text
-//! cargo run --release -p txretry-lab -- sweep
-//! cargo run --release -p txretry-lab -- sweep --db postgres://postgres@127.0.0.1:5432/test \
+//! cargo run --release -p txretry-bench -- sweep
+//! cargo run --release -p txretry-bench -- sweep --db postgres://postgres@127.0.0.1:5432/test \
 //!     --workers 1,4,8,16,32 --policy all --duration 10s --repeat 3 --plot sweep.svg
 //! ```
 //!
 //! Every run goes through the lab's own machinery in this process (`run::run`), so a
 //! cell measures exactly what `txretry-lab --workers N --policy P` measures.
-
-mod args;
-mod cell;
-mod estimate;
-mod pgbench;
-mod plot;
-mod runner;
-mod svg;
-mod table;
 
 use std::fs::OpenOptions;
 use std::io::{IsTerminal, Write};
@@ -33,28 +24,29 @@ use clap::error::ErrorKind;
 use serde::Serialize;
 use txretry::TxOptions;
 
-pub use args::SweepArgs;
+use crate::args::SweepArgs;
+use crate::{cell, estimate, pgbench, plot, runner, table};
 
-use crate::backend;
-use crate::cli::{Cli, IsolationArg};
-use crate::duration::format_duration;
-use crate::lab::Fatal;
-use crate::report::Setup;
-use crate::run::RunSpec;
-use crate::signals::{self, CtrlC};
-use crate::sweep::cell::Cell;
-use crate::sweep::runner::{Outcome, Plan};
-use crate::target::Target;
-use crate::{EXIT_INTERRUPTED, EXIT_INVARIANT_FAILED, EXIT_NOT_RUN, clap_exit};
+use crate::cell::Cell;
+use crate::runner::{Outcome, Plan};
+use txretry_lab::backend;
+use txretry_lab::cli::IsolationArg;
+use txretry_lab::duration::format_duration;
+use txretry_lab::lab::Fatal;
+use txretry_lab::report::Setup;
+use txretry_lab::run::RunSpec;
+use txretry_lab::signals::{self, CtrlC};
+use txretry_lab::target::Target;
+use txretry_lab::{EXIT_INTERRUPTED, EXIT_INVARIANT_FAILED, EXIT_NOT_RUN, clap_exit};
 
 /// The isolation a sweep runs at on a server when `--isolation` is not given: the level at
 /// which a read-then-write transaction conflicts instead of queueing.
 const DEFAULT_ISOLATION: IsolationArg = IsolationArg::RepeatableRead;
 
-/// Runs `txretry-lab sweep` and returns the process's exit code.
+/// Runs `txretry-bench sweep` and returns the process's exit code.
 pub fn main(args: &SweepArgs) -> ExitCode {
     let usage = |kind: ErrorKind, message: String| {
-        let mut command = Cli::command();
+        let mut command = crate::Bench::command();
         // Built, the subcommand knows its full name for the usage line.
         command.build();
         let sweep = command.find_subcommand_mut("sweep").map(|c| c.clone());
@@ -103,7 +95,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
             }
         },
     };
-    let Some(runtime) = crate::runtime() else {
+    let Some(runtime) = txretry_lab::runtime() else {
         return ExitCode::from(EXIT_NOT_RUN);
     };
     match runtime.block_on(sweep(args, &target, rows, plot)) {
@@ -204,7 +196,7 @@ async fn sweep(
             workers: 0,
             duration: args.duration,
             options,
-            preset: crate::presets::Preset::Default,
+            preset: txretry_lab::presets::Preset::Default,
             first_worker: 0,
             faults: None,
         },
@@ -223,7 +215,7 @@ async fn sweep(
     };
     let outcome = match target {
         Target::EmbeddedSqlite => {
-            let (_dir, file) = crate::lab::temp_sqlite_file()?;
+            let (_dir, file) = txretry_lab::lab::temp_sqlite_file()?;
             runner::sweep(
                 async |w| backend::sqlite_file(&file, w).await,
                 &plan,
@@ -299,7 +291,9 @@ async fn sweep(
             headline,
             repeat: plan.repeat,
         };
-        if let Err(e) = std::fs::write(path, plot::render(&cells, &titles)) {
+        let drawn = plot::render(&cells, &titles)
+            .and_then(|svg| std::fs::write(path, svg).map_err(|e| e.to_string()));
+        if let Err(e) = drawn {
             eprintln!("error: --plot: cannot write {}: {e}", path.display());
             return Ok(ExitCode::from(EXIT_NOT_RUN));
         }
@@ -340,7 +334,7 @@ fn headline(plan: &Plan) -> String {
         .map(|b| format!(", begin {b}"))
         .unwrap_or_default();
     format!(
-        "txretry-lab sweep: {} on {}, {} rows, isolation {}{begin}, {} per run, {} per cell",
+        "txretry-bench sweep: {} on {}, {} rows, isolation {}{begin}, {} per run, {} per cell",
         s.workload,
         s.db,
         s.rows,

@@ -1,9 +1,25 @@
-//! `txretry-lab sweep`: a short sweep on the embedded SQLite (table, JSON, plot), the
-//! pgbench row on Postgres, and bad input.
+//! Runs the built `txretry-bench sweep` as a user would: a short sweep on the embedded
+//! SQLite (table, JSON, plot), the pgbench row on Postgres, and bad input.
 
 use std::path::Path;
+use std::process::{Command, Output};
 
-use crate::{lab, texts};
+/// Runs `txretry-bench` with `args`; no colours, no terminal.
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_txretry-bench"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the txretry-bench binary runs")
+}
+
+/// stdout and stderr as text.
+fn texts(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
 
 /// The JSON document a `sweep --json` printed.
 fn sweep_json(output: &std::process::Output) -> serde_json::Value {
@@ -14,25 +30,27 @@ fn sweep_json(output: &std::process::Output) -> serde_json::Value {
 }
 
 /// Checks the plot in `path`: well-formed XML, an `svg` root, and in each of the two
-/// panels one line per policy through as many points as the policy has cells.
-fn check_plot(path: &Path, policies: &[&str], workers: usize) {
+/// panels one line per policy, in the policy's own colour, through as many points as the
+/// policy has cells; and the panels' titles and axis label.
+fn check_plot(path: &Path, policies: &[(&str, &str)], workers: usize) {
     let text = std::fs::read_to_string(path).expect("the plot was written");
     let doc = roxmltree::Document::parse(&text)
         .unwrap_or_else(|e| panic!("the plot is not well-formed XML ({e}):\n{text}"));
     assert_eq!(doc.root_element().tag_name().name(), "svg");
+    // The series are the only lines two pixels wide.
     let lines: Vec<roxmltree::Node> = doc
         .descendants()
-        .filter(|n| n.has_tag_name("polyline") && n.attribute("class") == Some("series"))
+        .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke-width") == Some("2"))
         .collect();
     assert_eq!(lines.len(), 2 * policies.len(), "{text}");
-    for policy in policies {
+    for (policy, colour) in policies {
         let mine: Vec<&roxmltree::Node> = lines
             .iter()
-            .filter(|n| n.attribute("data-policy") == Some(*policy))
+            .filter(|n| n.attribute("stroke") == Some(*colour))
             .collect();
         assert_eq!(mine.len(), 2, "one line per panel for {policy}");
         for line in mine {
-            let points = line.attribute("points").unwrap_or_default();
+            let points = line.attribute("points").unwrap_or_default().trim();
             assert_eq!(points.split(' ').count(), workers, "{policy}: {points}");
             for point in points.split(' ') {
                 let (x, y) = point.split_once(',').expect("x,y");
@@ -43,10 +61,15 @@ fn check_plot(path: &Path, policies: &[&str], workers: usize) {
             }
         }
     }
-    for label in ["goodput", "retries per commit", "workers (log scale)"] {
+    for label in [
+        "goodput",
+        "retries per commit",
+        "workers (log scale)",
+        "none",
+    ] {
         assert!(
             doc.descendants()
-                .any(|n| n.has_tag_name("text") && n.text() == Some(label)),
+                .any(|n| n.has_tag_name("text") && n.text().map(str::trim) == Some(label)),
             "no {label:?} label"
         );
     }
@@ -70,7 +93,7 @@ fn a_short_sweep_on_sqlite_prints_a_table_json_and_a_plot() {
     ];
     let mut args = common.to_vec();
     args.extend(["--json", "--plot", plot_arg]);
-    let output = lab(&args);
+    let output = bench(&args);
     let (_, stderr) = texts(&output);
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
     // The estimate comes first, before any run.
@@ -145,15 +168,15 @@ fn a_short_sweep_on_sqlite_prints_a_table_json_and_a_plot() {
             assert!(run["failed"].as_u64().is_some(), "{run}");
         }
     }
-    check_plot(&plot, &["none", "exp-jitter"], 2);
+    check_plot(&plot, &[("none", "#D55E00"), ("exp-jitter", "#009E73")], 2);
 
     // The human table: a row per cell with its failures, and the legend under it.
-    let output = lab(&common);
+    let output = bench(&common);
     let (stdout, stderr) = texts(&output);
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(
-        lines[0].starts_with("txretry-lab sweep: hot-rows on sqlite (temp file)"),
+        lines[0].starts_with("txretry-bench sweep: hot-rows on sqlite (temp file)"),
         "{stdout}"
     );
     let header = lines[1];
@@ -196,7 +219,7 @@ fn the_pgbench_row_runs_next_to_the_presets_on_postgres() {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    let output = lab(&[
+    let output = bench(&[
         "sweep",
         "--db",
         &url,
@@ -241,7 +264,7 @@ fn the_pgbench_row_runs_next_to_the_presets_on_postgres() {
 fn assert_refused(args: &[&str], expected: &str) {
     let mut all = vec!["sweep", "--duration", "100ms"];
     all.extend_from_slice(args);
-    let output = lab(&all);
+    let output = bench(&all);
     let (stdout, stderr) = texts(&output);
     assert_eq!(output.status.code(), Some(2), "{args:?}: stderr:\n{stderr}");
     assert!(stdout.is_empty(), "{args:?}: {stdout}");
@@ -283,7 +306,7 @@ fn an_unreachable_server_leaves_no_plot_and_no_password() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let plot = dir.path().join("sweep.svg");
     // Port 1: nothing listens there, so this needs no server.
-    let output = lab(&[
+    let output = bench(&[
         "sweep",
         "--db",
         "postgres://alice:S3cret-sweep@127.0.0.1:1/test",
@@ -306,7 +329,7 @@ fn ctrl_c_reports_the_runs_so_far() {
     use std::io::{BufRead, BufReader, Read};
     use std::process::{Command, Stdio};
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_txretry-lab"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_txretry-bench"))
         .args([
             "sweep",
             "--duration",
@@ -323,7 +346,7 @@ fn ctrl_c_reports_the_runs_so_far() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("the txretry-lab binary runs");
+        .expect("the txretry-bench binary runs");
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
     let mut seen = String::new();
     // Interrupt during the third run: two have finished.

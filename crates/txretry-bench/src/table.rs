@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use crate::grid;
-use crate::sweep::cell::{Cell, PGBENCH, Spread};
-use crate::sweep::pgbench::MAX_TRIES;
+use crate::cell::{Cell, PGBENCH, Spread};
+use crate::pgbench::MAX_TRIES;
+use txretry_lab::grid;
 
 /// The table of `cells` under `headline`, with `notes` (one line each) at the end.
 pub fn render(headline: &str, cells: &[Cell], repeat: u32, notes: &[String]) -> String {
@@ -116,7 +116,7 @@ fn spread(s: Option<Spread>, places: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::cell::Sample;
+    use crate::cell::Sample;
     use std::collections::BTreeMap;
 
     fn sample(goodput: f64, failed: u64, invariant_ok: bool) -> Sample {
@@ -145,7 +145,7 @@ mod tests {
         b.push(sample(500.0, 0, true));
         b.push(sample(500.0, 0, true));
         let mut cells = vec![b, a, Cell::new("default", 4)];
-        crate::sweep::cell::compare(&mut cells);
+        crate::cell::compare(&mut cells);
         let text = render("headline", &cells, 2, &["pgbench note".into()]);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "headline");

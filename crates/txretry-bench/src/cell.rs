@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::report::RunReport;
+use txretry_lab::report::RunReport;
 
 /// The policy name of the pgbench row.
 pub const PGBENCH: &str = "pgbench";

@@ -18,11 +18,11 @@ use sqlx::{AssertSqlSafe, Row};
 use tokio::process::Command;
 use txretry::TransientKind;
 
-use crate::backend;
-use crate::cli::{IsolationArg, Workload};
-use crate::stats::{Percentiles, ratio};
-use crate::sweep::cell::Sample;
-use crate::workload::Schema;
+use crate::cell::Sample;
+use txretry_lab::backend;
+use txretry_lab::cli::{IsolationArg, Workload};
+use txretry_lab::stats::{Percentiles, ratio};
+use txretry_lab::workload::Schema;
 
 /// pgbench's tries per transaction: as good as "until it commits".
 pub const MAX_TRIES: u32 = 1000;

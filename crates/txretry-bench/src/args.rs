@@ -1,4 +1,4 @@
-//! `txretry-lab sweep`'s flags and the parsing of its lists (`--workers 1,4,8`,
+//! `txretry-bench sweep`'s flags and the parsing of its lists (`--workers 1,4,8`,
 //! `--policy none,contention` or `all`): a bad value is a usage error (exit code 2).
 
 use std::path::PathBuf;
@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::cli::{
+use txretry_lab::cli::{
     IsolationArg, MAX_WORKERS, PolicyArg, SqliteBeginArg, Workload, parse_count, parse_rows,
     parse_workers,
 };
-use crate::duration::parse_duration;
-use crate::presets::Preset;
+use txretry_lab::duration::parse_duration;
+use txretry_lab::presets::Preset;
 
 /// The most runs per cell `--repeat` takes.
 pub const MAX_REPEAT: u32 = 100;
@@ -135,16 +135,14 @@ fn parse_repeat(text: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Command};
+    use crate::{Bench, Command};
     use clap::Parser;
     use clap::error::ErrorKind;
 
     fn parse(args: &[&str]) -> Result<SweepArgs, clap::Error> {
-        let cli = Cli::try_parse_from(["txretry-lab", "sweep"].iter().chain(args))?;
-        match cli.command {
-            Some(Command::Sweep(args)) => Ok(args),
-            None => panic!("`sweep` is a subcommand"),
-        }
+        let bench = Bench::try_parse_from(["txretry-bench", "sweep"].iter().chain(args))?;
+        let Command::Sweep(args) = bench.command;
+        Ok(args)
     }
 
     #[test]
@@ -207,9 +205,8 @@ mod tests {
     }
 
     #[test]
-    fn the_lab_s_own_flags_do_not_mix_with_sweep() {
-        let err =
-            Cli::try_parse_from(["txretry-lab", "--workers", "4", "sweep"]).expect_err("refused");
+    fn the_benchmark_is_named() {
+        let err = Bench::try_parse_from(["txretry-bench"]).expect_err("refused");
         assert_eq!(err.exit_code(), 2);
     }
 }
