@@ -349,7 +349,7 @@ where
     // wait for them long.
     let _ = tokio::time::timeout(CLOSE_WAIT, pool.close()).await;
     if signals::quitting() {
-        // The tables are dropped (run.rs, multi.rs); the temp dir goes when the caller
+        // The tables are dropped (run.rs, multi/); the temp dir goes when the caller
         // returns. Nothing measured is complete enough to report.
         eprintln!("quit: no report");
         return Ok(Vec::new());

@@ -18,7 +18,7 @@
 //! ```
 //!
 //! `--processes N` runs N processes of the lab against one set of tables, as N instances
-//! of a service would (see `multi.rs`): one aggregated report and one invariant check.
+//! of a service would (see `multi/`): one aggregated report and one invariant check.
 //!
 //! Exit codes: 0 all invariants held; 1 an invariant FAILED; 2 nothing was measured (bad
 //! flag or value, database unreachable, tables could not be created); 130 Ctrl-C cut the
@@ -89,7 +89,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// A child of a `--processes` run (see `multi.rs`): exit 0 once its report is out, 2
+/// A child of a `--processes` run (see `multi/`): exit 0 once its report is out, 2
 /// otherwise (the parent repeats its stderr).
 fn child_main(cli: &Cli, prefix: &str) -> ExitCode {
     let Some(target) = std::env::var(multi::CHILD_DB_ENV)

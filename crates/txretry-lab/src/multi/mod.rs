@@ -1,0 +1,61 @@
+//! `--processes N`: several processes run the workload at once against one set of tables,
+//! as several instances of a service would.
+//!
+//! The parent creates the tables, starts N copies of its own binary as children (hidden
+//! `--child-tables PREFIX --child-index I` flags, the same workload, policy, duration and
+//! `--workers`; the database URL goes in the environment, never on a command line), and
+//! talks to each over its stdin and stdout:
+//!
+//! 1. the child connects, then prints `ready`;
+//! 2. once every child is ready, the parent writes `go` to each, so they start together;
+//! 3. the child runs until its duration is up (or until the parent writes `stop`, or
+//!    closes its stdin: the parent is gone), then prints one line of JSON, a
+//!    [`ChildReport`] with its counts and its latency histogram, and exits 0.
+//!
+//! The parent merges the reports ([`aggregate`]: sums, and percentiles computed over every
+//! child's latency histograms merged, never averaged), checks the invariant once against
+//! every commit of every child, and drops the tables.
+//!
+//! Children run in a process group of their own (Unix), so a Ctrl-C typed at the terminal
+//! reaches only the parent, which relays it (see `signals.rs`): the first writes `stop` to
+//! every child (they finish the transactions in flight and report; the run is reported
+//! and checked as interrupted), a second, separate one kills them and nothing is
+//! reported; the tables are dropped either way. A child that
+//! cannot start, exits non-zero or sends no report fails the whole run (exit code 2),
+//! with what it printed on stderr.
+
+mod child;
+mod parent;
+mod report;
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+pub use child::child;
+pub use parent::{Fleet, run_processes};
+pub use report::{Aggregate, ChildReport, aggregate};
+
+/// The environment variable that hands a child the database URL (a URL may hold a
+/// password, and command lines are visible to every user of the machine).
+pub const CHILD_DB_ENV: &str = "TXRETRY_LAB_CHILD_DB";
+/// A child's first line on stdout: connected, waiting for [`GO`].
+const READY: &str = "ready";
+/// The parent's line that starts every child at once.
+const GO: &str = "go";
+/// The parent's line that asks a child to finish the transactions in flight and report.
+const STOP: &str = "stop";
+/// How long a child may take to connect and say [`READY`].
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Tests only: `I` makes child `I` fail before it is ready, `I:run` once it has started
+/// (exit code 3 either way), to check how the parent copes.
+pub const FAIL_CHILD_ENV: &str = "TXRETRY_LAB_FAIL_CHILD";
+/// How much of a failed child's stderr the parent repeats.
+const STDERR_TAIL: usize = 2000;
+
+/// Ctrl-C as the parent sees it.
+#[derive(Clone, Debug)]
+pub struct Interrupts {
+    /// 0, then 1 after the first Ctrl-C, 2 after the second.
+    pub level: watch::Receiver<u8>,
+}
