@@ -33,7 +33,7 @@ pub fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
         return error_code(error);
     }
     if let Some(error) = error.downcast_ref::<RuntimeErr>() {
-        return runtime_code(error);
+        return runtime_sqlx_error(error).and_then(txretry_sqlx::error_code);
     }
     None
 }
@@ -60,14 +60,11 @@ txretry_core::register_extractor!(extract);
 /// ```
 pub fn error_code(error: &DbErr) -> Option<Code> {
     match error {
-        DbErr::Conn(runtime) | DbErr::Exec(runtime) | DbErr::Query(runtime) => {
-            runtime_code(runtime)
-        }
         // SeaORM turns sqlx's pool errors into these; the code is sqlx's.
         DbErr::ConnectionAcquire(ConnAcquireErr::Timeout) => {
             txretry_sqlx::error_code(&sqlx::Error::PoolTimedOut)
         }
-        _ => None,
+        _ => sqlx_error(error).and_then(txretry_sqlx::error_code),
     }
 }
 
@@ -81,17 +78,17 @@ pub fn error_code(error: &DbErr) -> Option<Code> {
 /// ```
 pub fn sqlx_error(error: &DbErr) -> Option<&sqlx::Error> {
     match error {
-        DbErr::Conn(runtime) | DbErr::Exec(runtime) | DbErr::Query(runtime) => match runtime {
-            RuntimeErr::SqlxError(error) => Some(error),
-            _ => None,
-        },
+        DbErr::Conn(runtime) | DbErr::Exec(runtime) | DbErr::Query(runtime) => {
+            runtime_sqlx_error(runtime)
+        }
         _ => None,
     }
 }
 
-fn runtime_code(error: &RuntimeErr) -> Option<Code> {
+/// The `sqlx::Error` a [`RuntimeErr`] holds, if any.
+fn runtime_sqlx_error(error: &RuntimeErr) -> Option<&sqlx::Error> {
     match error {
-        RuntimeErr::SqlxError(error) => txretry_sqlx::error_code(error),
+        RuntimeErr::SqlxError(error) => Some(error),
         _ => None,
     }
 }
