@@ -91,3 +91,78 @@ macro_rules! sqlx_bank {
 }
 
 pub(crate) use sqlx_bank;
+
+/// Defines [`Sessions`](crate::locks::Sessions) for the `SqlxBank` of this module, on
+/// database `$db` (the bank's pool is a `sqlx::Pool<$db>`); `crate::dialect::errno` reads a
+/// MySQL error's number.
+macro_rules! sqlx_sessions {
+    ($db:ty) => {
+        /// What the closure saw of `err`.
+        fn failure(err: &sqlx::Error, in_tx: Option<i64>) -> crate::locks::Failure {
+            let db = err.as_database_error();
+            crate::locks::Failure {
+                sqlstate: db.and_then(|db| db.code()).map(|code| code.into_owned()),
+                errno: crate::dialect::errno(err),
+                message: db.map_or_else(|| err.to_string(), |db| db.message().to_owned()),
+                classified: txretry::classify(err),
+                in_tx,
+            }
+        }
+
+        impl crate::locks::Sessions for SqlxBank {
+            const KEEPS_ERRNO: bool = true;
+            type Held = sqlx::pool::PoolConnection<$db>;
+
+            async fn begin(&self) -> Self::Held {
+                let mut held = self.0.acquire().await.unwrap();
+                sqlx::raw_sql("BEGIN").execute(&mut *held).await.unwrap();
+                held
+            }
+
+            async fn held_exec(held: &mut Self::Held, text: String) -> Result<(), String> {
+                let done = sqlx::raw_sql(sqlx::AssertSqlSafe(text)).execute(&mut **held);
+                done.await.map(drop).map_err(|err| err.to_string())
+            }
+
+            async fn held_i64(held: &mut Self::Held, text: String) -> i64 {
+                let query = sqlx::query_scalar(sqlx::AssertSqlSafe(text));
+                query.fetch_one(&mut **held).await.unwrap()
+            }
+
+            async fn commit(mut held: Self::Held) -> Result<(), String> {
+                Self::held_exec(&mut held, "COMMIT".to_owned()).await
+            }
+
+            async fn script(
+                pool: &mut sqlx::Pool<$db>,
+                policy: &txretry::RetryPolicy,
+                script: std::sync::Arc<crate::locks::Script>,
+            ) -> Result<(), String> {
+                use sqlx::AssertSqlSafe as Safe;
+                txretry::sqlx::transaction(&*pool, policy, async move |tx| {
+                    for (index, text) in script.statements.iter().enumerate() {
+                        script.before(index).await;
+                        let done = sqlx::query(Safe(text.clone())).execute(&mut **tx).await;
+                        if let Err(err) = done {
+                            let in_tx = match &script.after_failure {
+                                Some(text) => Some(
+                                    sqlx::query_scalar(Safe(text.clone()))
+                                        .fetch_one(&mut **tx)
+                                        .await?,
+                                ),
+                                None => None,
+                            };
+                            script.failed(failure(&err, in_tx)).await;
+                            return Err(err);
+                        }
+                    }
+                    Ok::<_, sqlx::Error>(())
+                })
+                .await
+                .map_err(|err| err.to_string())
+            }
+        }
+    };
+}
+
+pub(crate) use sqlx_sessions;
