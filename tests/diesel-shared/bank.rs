@@ -1,6 +1,7 @@
-//! [`Bank`](crate::transfers::Bank) for Diesel's blocking connections: each worker opens a
+//! [`Bank`](crate::transfers::Bank) and [`Sessions`](crate::locks::Sessions) for Diesel's
+//! blocking connections: each worker (and each session outside the runner) opens a
 //! connection of its own, which goes to one of tokio's blocking threads for each
-//! transaction and comes back. A macro over the connection type (Diesel's bounds for a
+//! transaction (or statement) and comes back. A macro over the connection type (Diesel's bounds for a
 //! query generic over the backend would outweigh the code).
 
 /// Defines `DieselBank` over connections of type `$conn`, on `$dialect`.
@@ -103,3 +104,72 @@ macro_rules! diesel_bank {
 }
 
 pub(crate) use diesel_bank;
+
+/// Defines [`Sessions`](crate::locks::Sessions) for the `DieselBank` of this module, over
+/// connections of type `$conn`; `crate::failure` says what the closure saw of an error.
+macro_rules! diesel_sessions {
+    ($conn:ty) => {
+        impl crate::locks::Sessions for DieselBank {
+            const KEEPS_ERRNO: bool = false;
+            type Held = Option<$conn>;
+
+            async fn begin(&self) -> Option<$conn> {
+                let mut held = Some((self.0)());
+                Self::held_exec(&mut held, "BEGIN".to_owned())
+                    .await
+                    .unwrap();
+                held
+            }
+
+            async fn held_exec(held: &mut Option<$conn>, sql: String) -> Result<(), String> {
+                crate::transfers::on_blocking_thread(held, move |conn| {
+                    diesel::connection::SimpleConnection::batch_execute(conn, &sql)
+                        .map_err(|err| err.to_string())
+                })
+                .await
+            }
+
+            async fn held_i64(held: &mut Option<$conn>, sql: String) -> i64 {
+                crate::transfers::on_blocking_thread(held, move |conn| one(conn, &sql, &[]))
+                    .await
+                    .unwrap()
+            }
+
+            async fn commit(mut held: Option<$conn>) -> Result<(), String> {
+                Self::held_exec(&mut held, "COMMIT".to_owned()).await
+            }
+
+            async fn script(
+                worker: &mut Option<$conn>,
+                policy: &txretry::RetryPolicy,
+                script: std::sync::Arc<crate::locks::Script>,
+            ) -> Result<(), String> {
+                use diesel::RunQueryDsl;
+                let policy = policy.clone();
+                // The scenario's hooks are async: this thread waits for them.
+                let runtime = tokio::runtime::Handle::current();
+                crate::transfers::on_blocking_thread(worker, move |conn| {
+                    txretry::diesel::transaction(conn, &policy, |conn| {
+                        for (index, sql) in script.statements.iter().enumerate() {
+                            runtime.block_on(script.before(index));
+                            if let Err(err) = diesel::sql_query(sql).execute(conn) {
+                                let in_tx = match &script.after_failure {
+                                    Some(sql) => Some(one(conn, sql, &[])?),
+                                    None => None,
+                                };
+                                let failure = crate::failure::failure(&err, in_tx);
+                                runtime.block_on(script.failed(failure));
+                                return Err(err);
+                            }
+                        }
+                        Ok(())
+                    })
+                    .map_err(|err| err.to_string())
+                })
+                .await
+            }
+        }
+    };
+}
+
+pub(crate) use diesel_sessions;

@@ -133,20 +133,24 @@ pub trait Sessions: Bank {
     ) -> impl Future<Output = Result<(), String>> + Send;
 }
 
-/// The session's id, and how to know it waits for a row lock.
-fn waits_for_lock(dialect: Dialect, id: i64) -> String {
+/// Selects 1 once session `id` waits for a row lock in `statement`: on Postgres, as
+/// `pg_stat_activity` says; on MySQL, once the process list shows it running `statement`
+/// (InnoDB refreshes `information_schema.innodb_trx` only when nobody read it for 100 ms,
+/// so polling that never sees a change), which can then only wait.
+fn waits_for_lock(dialect: Dialect, id: i64, statement: &str) -> String {
     match dialect {
         Dialect::Postgres => format!(
             "SELECT count(*) AS v FROM pg_stat_activity WHERE pid = {id} AND wait_event_type = 'Lock'"
         ),
         Dialect::MySql => format!(
-            "SELECT count(*) AS v FROM information_schema.innodb_trx
-             WHERE trx_mysql_thread_id = {id} AND trx_state = 'LOCK WAIT'"
+            "SELECT count(*) AS v FROM information_schema.processlist
+             WHERE id = {id} AND info = '{statement}'"
         ),
         Dialect::Sqlite => unreachable!("one session at a time"),
     }
 }
 
+/// The session's id, as the server numbers its connections.
 fn session_id(dialect: Dialect) -> &'static str {
     match dialect {
         Dialect::Postgres => "SELECT CAST(pg_backend_pid() AS bigint) AS v",
@@ -252,7 +256,8 @@ pub async fn deadlock<B: Sessions>(bank: B) {
         }
         _ => b_statements.push(update(10, ">= 3")),
     }
-    b_statements.extend([update(10, "= 2"), update(10, "= 1")]);
+    let b_waits = update(10, "= 1");
+    b_statements.extend([update(10, "= 2"), b_waits.clone()]);
     let b_id = B::held_i64(&mut b, session_id(dialect).into()).await;
     let (go, b_go) = tokio::sync::oneshot::channel::<()>();
     let session_b: JoinHandle<Result<(), String>> = tokio::spawn(async move {
@@ -275,10 +280,12 @@ pub async fn deadlock<B: Sessions>(bank: B) {
     let go = Arc::new(Mutex::new(Some(go)));
     let session_b = Arc::new(tokio::sync::Mutex::new(Some(session_b)));
     let b_committed = Arc::new(Mutex::new(None));
+    let waits = waits_for_lock(dialect, b_id, &b_waits);
     let hook: Hook = Box::new({
         let (bank, failures, b_committed) = (bank.clone(), failures.clone(), b_committed.clone());
         move |event| {
             let (bank, failures, go) = (bank.clone(), failures.clone(), go.clone());
+            let waits = waits.clone();
             let (session_b, b_committed) = (session_b.clone(), b_committed.clone());
             Box::pin(async move {
                 match event {
@@ -287,7 +294,6 @@ pub async fn deadlock<B: Sessions>(bank: B) {
                     Event::Before { attempt: 1, index } if index == closes_the_cycle => {
                         let go = go.lock().unwrap().take().expect("once");
                         go.send(()).unwrap();
-                        let waits = waits_for_lock(dialect, b_id);
                         within(async {
                             while bank.query_i64(waits.clone()).await != 1 {
                                 tokio::time::sleep(Duration::from_millis(10)).await;
