@@ -1,8 +1,8 @@
 //! [`Bank`](crate::transfers::Bank) and [`Sessions`](crate::locks::Sessions) for Diesel's
 //! blocking connections: each worker (and each session outside the runner) opens a
 //! connection of its own, which goes to one of tokio's blocking threads for each
-//! transaction (or statement) and comes back. A macro over the connection type (Diesel's bounds for a
-//! query generic over the backend would outweigh the code).
+//! transaction (or statement) and comes back. Macros over the connection type (Diesel's
+//! bounds for a query generic over the backend would outweigh the code).
 
 /// Defines `DieselBank` over connections of type `$conn`, on `$dialect`.
 macro_rules! diesel_bank {
@@ -107,6 +107,7 @@ pub(crate) use diesel_bank;
 
 /// Defines [`Sessions`](crate::locks::Sessions) for the `DieselBank` of this module, over
 /// connections of type `$conn`; `crate::failure` says what the closure saw of an error.
+#[allow(unused_macros)] // not in the SQLite binary
 macro_rules! diesel_sessions {
     ($conn:ty) => {
         impl crate::locks::Sessions for DieselBank {
@@ -172,4 +173,5 @@ macro_rules! diesel_sessions {
     };
 }
 
+#[allow(unused_imports)]
 pub(crate) use diesel_sessions;

@@ -19,5 +19,7 @@ mod bank;
 mod contention;
 #[path = "../shared/locks.rs"]
 mod locks;
+#[path = "../sea-orm-shared/sessions.rs"]
+mod sessions;
 #[path = "../shared/transfers.rs"]
 mod transfers;

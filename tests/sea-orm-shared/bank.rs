@@ -1,18 +1,13 @@
-//! [`Bank`](crate::transfers::Bank) and [`Sessions`](crate::locks::Sessions) for SeaORM,
-//! on any of its backends: one `DatabaseConnection` (a pool), which every worker clones.
-//! `D` names the SQL dialect.
+//! [`Bank`](crate::transfers::Bank) for SeaORM, on any of its backends: one
+//! `DatabaseConnection` (a pool), which every worker clones. `D` names the SQL dialect.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, Statement, TransactionTrait,
-    Value,
-};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
 use txretry::{RetryPolicy, TxOptions};
 
-use crate::locks::{Failure, Script, Sessions};
 use crate::transfers::{Bank, Dialect, Sql, Transfer};
 
 /// A dialect, as a type (a `Bank`'s dialect is a constant).
@@ -30,7 +25,7 @@ fn statement(db: &impl ConnectionTrait, sql: &str, values: &[i64]) -> Statement 
 }
 
 /// The one integer `sql` selects.
-async fn one(db: &impl ConnectionTrait, sql: &str, values: &[i64]) -> Result<i64, DbErr> {
+pub async fn one(db: &impl ConnectionTrait, sql: &str, values: &[i64]) -> Result<i64, DbErr> {
     let row = db.query_one_raw(statement(db, sql, values)).await?;
     row.expect("a row").try_get_by_index(0)
 }
@@ -85,63 +80,6 @@ impl<D: OfDialect> Bank for SeaOrmBank<D> {
     ) -> Result<i64, String> {
         txretry::sea_orm::transaction_with(db, policy, options, async move |txn| {
             one(txn, &sql, &[]).await
-        })
-        .await
-        .map_err(|err| err.to_string())
-    }
-}
-
-/// What the closure saw of `err`: sqlx's error inside SeaORM's.
-fn failure(err: &DbErr, in_tx: Option<i64>) -> Failure {
-    let db = txretry::sea_orm::sqlx_error(err).and_then(|sqlx| sqlx.as_database_error());
-    Failure {
-        sqlstate: db.and_then(|db| db.code()).map(|code| code.into_owned()),
-        errno: crate::dialect::errno(err),
-        message: db.map_or_else(|| err.to_string(), |db| db.message().to_owned()),
-        classified: txretry::classify(err),
-        in_tx,
-    }
-}
-
-impl<D: OfDialect> Sessions for SeaOrmBank<D> {
-    const KEEPS_ERRNO: bool = true;
-    type Held = DatabaseTransaction;
-
-    async fn begin(&self) -> DatabaseTransaction {
-        self.0.begin().await.unwrap()
-    }
-
-    async fn held_exec(held: &mut DatabaseTransaction, sql: String) -> Result<(), String> {
-        let done = held.execute_unprepared(&sql).await;
-        done.map(drop).map_err(|err| err.to_string())
-    }
-
-    async fn held_i64(held: &mut DatabaseTransaction, sql: String) -> i64 {
-        one(held, &sql, &[]).await.unwrap()
-    }
-
-    async fn commit(held: DatabaseTransaction) -> Result<(), String> {
-        held.commit().await.map_err(|err| err.to_string())
-    }
-
-    async fn script(
-        db: &mut DatabaseConnection,
-        policy: &RetryPolicy,
-        script: Arc<Script>,
-    ) -> Result<(), String> {
-        txretry::sea_orm::transaction(&*db, policy, async move |txn| {
-            for (index, sql) in script.statements.iter().enumerate() {
-                script.before(index).await;
-                if let Err(err) = txn.execute_unprepared(sql).await {
-                    let in_tx = match &script.after_failure {
-                        Some(sql) => Some(one(txn, sql, &[]).await?),
-                        None => None,
-                    };
-                    script.failed(failure(&err, in_tx)).await;
-                    return Err(err);
-                }
-            }
-            Ok(())
         })
         .await
         .map_err(|err| err.to_string())

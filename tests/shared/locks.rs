@@ -116,6 +116,7 @@ pub trait Sessions: Bank {
     /// A transaction begun outside the runner, on a session of its own.
     type Held: Send + 'static;
 
+    /// Begins a transaction on a new session.
     fn begin(&self) -> impl Future<Output = Self::Held> + Send;
     /// Runs one statement in `held`.
     fn held_exec(
@@ -124,6 +125,7 @@ pub trait Sessions: Bank {
     ) -> impl Future<Output = Result<(), String>> + Send;
     /// The one integer `sql` selects (as column `v`) in `held`.
     fn held_i64(held: &mut Self::Held, sql: String) -> impl Future<Output = i64> + Send;
+    /// Commits `held` and closes (or releases) its session.
     fn commit(held: Self::Held) -> impl Future<Output = Result<(), String>> + Send;
     /// `script` through the runner under `policy` (default options), on `worker`.
     fn script(
@@ -140,7 +142,8 @@ pub trait Sessions: Bank {
 fn waits_for_lock(dialect: Dialect, id: i64, statement: &str) -> String {
     match dialect {
         Dialect::Postgres => format!(
-            "SELECT count(*) AS v FROM pg_stat_activity WHERE pid = {id} AND wait_event_type = 'Lock'"
+            "SELECT count(*) AS v FROM pg_stat_activity
+             WHERE pid = {id} AND wait_event_type = 'Lock'"
         ),
         Dialect::MySql => format!(
             "SELECT count(*) AS v FROM information_schema.processlist
@@ -177,53 +180,82 @@ fn engine(dialect: Dialect) -> &'static str {
     }
 }
 
-fn expected_code(dialect: Dialect, sqlstate: &str, errno: u16) -> Option<Code> {
-    Some(match dialect {
-        Dialect::MySql => Code::MySql(errno),
-        _ => Code::SqlState(SqlState::new(sqlstate).unwrap()),
-    })
+/// The one failure a scenario provokes, as each database reports it.
+struct Expected {
+    kind: TransientKind,
+    /// Postgres's SQLSTATE.
+    sqlstate: &'static str,
+    /// MySQL's error number, SQLSTATE and the start of its message.
+    errno: u16,
+    mysql_sqlstate: &'static str,
+    mysql_message: &'static str,
 }
 
+const DEADLOCK: Expected = Expected {
+    kind: TransientKind::Deadlock,
+    sqlstate: "40P01",
+    errno: 1213,
+    // The errno decides, not the SQLSTATE (40001 would read as a serialization failure).
+    mysql_sqlstate: "40001",
+    mysql_message: "Deadlock found when trying to get lock",
+};
+
+const LOCK_TIMEOUT: Expected = Expected {
+    kind: TransientKind::LockTimeout,
+    sqlstate: "55P03",
+    errno: 1205,
+    // MySQL's catch-all: only the errno (or the message) says what happened.
+    mysql_sqlstate: "HY000",
+    mysql_message: "Lock wait timeout exceeded",
+};
+
 /// Asserts what the closure and the runner saw: one failure, at statement `index` of the
-/// first attempt, of `kind` (Postgres `pg`; MySQL `errno`, with SQLSTATE `my_state` and a
-/// message starting `my_message`), retried once from the body.
-#[allow(clippy::too_many_arguments)]
+/// first attempt, as `expected` says (the SQLSTATE and the message the driver kept, the
+/// errno if it keeps one, `txretry::classify`), retried once, judged the same, from the
+/// body.
 fn assert_one_retry<B: Sessions>(
     failures: &[(u32, usize, Failure)],
     seen: &Seen,
     index: usize,
-    kind: TransientKind,
-    pg: &str,
-    (errno, my_state, my_message): (u16, &str, &str),
+    expected: &Expected,
 ) -> Failure {
-    let dialect = B::DIALECT;
     assert_eq!(failures.len(), 1, "{failures:?}");
     let (attempt, at, failure) = failures[0].clone();
     assert_eq!((attempt, at), (1, index), "{failure:?}");
-    let code = expected_code(dialect, pg, errno);
-    match dialect {
+    let code = match B::DIALECT {
         Dialect::MySql => {
-            assert_eq!(failure.sqlstate.as_deref(), Some(my_state), "{failure:?}");
             assert_eq!(
-                failure.errno,
-                B::KEEPS_ERRNO.then_some(errno),
+                failure.sqlstate.as_deref(),
+                Some(expected.mysql_sqlstate),
                 "{failure:?}"
             );
-            assert!(failure.message.starts_with(my_message), "{failure:?}");
+            let errno = B::KEEPS_ERRNO.then_some(expected.errno);
+            assert_eq!(failure.errno, errno, "{failure:?}");
+            assert!(
+                failure.message.starts_with(expected.mysql_message),
+                "{failure:?}"
+            );
+            Code::MySql(expected.errno)
         }
         _ => {
-            assert_eq!(failure.sqlstate.as_deref(), Some(pg), "{failure:?}");
-            assert_eq!(failure.errno, None);
+            assert_eq!(
+                failure.sqlstate.as_deref(),
+                Some(expected.sqlstate),
+                "{failure:?}"
+            );
+            assert_eq!(failure.errno, None, "{failure:?}");
+            Code::SqlState(SqlState::new(expected.sqlstate).unwrap())
         }
-    }
-    assert_eq!(failure.classified.verdict, Verdict::Transient(kind));
-    assert_eq!(failure.classified.code, code);
-    // The runner retried that error, once, judged the same, from the body.
+    };
+    let verdict = Verdict::Transient(expected.kind);
+    assert_eq!(failure.classified.verdict, verdict, "{failure:?}");
+    assert_eq!(failure.classified.code, Some(code), "{failure:?}");
+    // The runner retried that error, once.
     assert_eq!(seen.all(), vec![(1, failure.classified)]);
     let judged = seen.judged();
     assert_eq!(judged.len(), 1, "{judged:?}");
-    assert_eq!(judged[0].verdict, Verdict::Transient(kind));
-    assert_eq!(judged[0].code, code);
+    assert_eq!(judged[0].verdict, verdict);
+    assert_eq!(judged[0].code, Some(code));
     assert_eq!(judged[0].phase, Phase::Body);
     failure
 }
@@ -339,14 +371,8 @@ pub async fn deadlock<B: Sessions>(bank: B) {
         Some(Ok(())),
         "B commits once A was rolled back"
     );
-    assert_one_retry::<B>(
-        &failures.lock().unwrap(),
-        &seen,
-        closes_the_cycle,
-        TransientKind::Deadlock,
-        "40P01",
-        (1213, "40001", "Deadlock found when trying to get lock"),
-    );
+    let failures = failures.lock().unwrap().clone();
+    assert_one_retry::<B>(&failures, &seen, closes_the_cycle, &DEADLOCK);
 
     // A's first attempt left nothing behind: each session added exactly once.
     let v = |id: i64| bank.query_i64(format!("SELECT v AS v FROM {t} WHERE id = {id}"));
@@ -425,14 +451,8 @@ pub async fn lock_timeout<B: Sessions>(bank: B) {
         .expect("the retry commits");
 
     assert_eq!(script.attempts(), 2);
-    let failure = assert_one_retry::<B>(
-        &failures.lock().unwrap(),
-        &seen,
-        times_out,
-        TransientKind::LockTimeout,
-        "55P03",
-        (1205, "HY000", "Lock wait timeout exceeded"),
-    );
+    let failures = failures.lock().unwrap().clone();
+    let failure = assert_one_retry::<B>(&failures, &seen, times_out, &LOCK_TIMEOUT);
     if let Dialect::MySql = dialect {
         // Only the statement was rolled back: the runner's ROLLBACK keeps the insert from
         // landing twice.

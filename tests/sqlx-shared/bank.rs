@@ -95,6 +95,7 @@ pub(crate) use sqlx_bank;
 /// Defines [`Sessions`](crate::locks::Sessions) for the `SqlxBank` of this module, on
 /// database `$db` (the bank's pool is a `sqlx::Pool<$db>`); `crate::dialect::errno` reads a
 /// MySQL error's number.
+#[allow(unused_macros)] // not in the SQLite binary
 macro_rules! sqlx_sessions {
     ($db:ty) => {
         /// What the closure saw of `err`.
@@ -165,4 +166,5 @@ macro_rules! sqlx_sessions {
     };
 }
 
+#[allow(unused_imports)]
 pub(crate) use sqlx_sessions;
