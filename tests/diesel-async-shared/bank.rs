@@ -13,7 +13,7 @@ use diesel_async::{AsyncConnection, AsyncConnectionCore, RunQueryDsl, SimpleAsyn
 use txretry::{RetryPolicy, TxOptions};
 
 use crate::failure::failure;
-use crate::locks::{Script, Sessions};
+use crate::locks::{Failure, Script, Sessions, Tx};
 use crate::server::{Conn, DIALECT};
 use crate::transfers::{Bank, Dialect, Sql, Transfer};
 
@@ -100,6 +100,22 @@ impl Bank for DieselAsyncBank {
     }
 }
 
+impl Tx for Conn {
+    type Error = diesel::result::Error;
+
+    async fn exec(&mut self, sql: &str) -> diesel::QueryResult<()> {
+        diesel::sql_query(sql).execute(self).await.map(drop)
+    }
+
+    async fn one(&mut self, sql: &str) -> diesel::QueryResult<i64> {
+        one(self, sql, &[]).await
+    }
+
+    fn failure(err: &diesel::result::Error, in_tx: Option<i64>) -> Failure {
+        failure(err, in_tx)
+    }
+}
+
 impl Sessions for DieselAsyncBank {
     const KEEPS_ERRNO: bool = false;
     type Held = Conn;
@@ -129,21 +145,8 @@ impl Sessions for DieselAsyncBank {
         policy: &RetryPolicy,
         script: Arc<Script>,
     ) -> Result<(), String> {
-        txretry::diesel::async_transaction(conn, policy, async move |conn| {
-            for (index, sql) in script.statements.iter().enumerate() {
-                script.before(index).await;
-                if let Err(err) = diesel::sql_query(sql).execute(conn).await {
-                    let in_tx = match &script.after_failure {
-                        Some(sql) => Some(one(conn, sql, &[]).await?),
-                        None => None,
-                    };
-                    script.failed(failure(&err, in_tx)).await;
-                    return Err(err);
-                }
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|err| err.to_string())
+        txretry::diesel::async_transaction(conn, policy, async move |conn| script.run(conn).await)
+            .await
+            .map_err(|err| err.to_string())
     }
 }

@@ -110,6 +110,23 @@ pub(crate) use diesel_bank;
 #[allow(unused_macros)] // not in the SQLite binary
 macro_rules! diesel_sessions {
     ($conn:ty) => {
+        /// Blocking calls, made on one of tokio's blocking threads (see `script`).
+        impl crate::locks::Tx for $conn {
+            type Error = diesel::result::Error;
+
+            async fn exec(&mut self, sql: &str) -> diesel::QueryResult<()> {
+                diesel::RunQueryDsl::execute(diesel::sql_query(sql), self).map(drop)
+            }
+
+            async fn one(&mut self, sql: &str) -> diesel::QueryResult<i64> {
+                one(self, sql, &[])
+            }
+
+            fn failure(err: &diesel::result::Error, in_tx: Option<i64>) -> crate::locks::Failure {
+                crate::failure::failure(err, in_tx)
+            }
+        }
+
         impl crate::locks::Sessions for DieselBank {
             const KEEPS_ERRNO: bool = false;
             type Held = Option<$conn>;
@@ -145,25 +162,13 @@ macro_rules! diesel_sessions {
                 policy: &txretry::RetryPolicy,
                 script: std::sync::Arc<crate::locks::Script>,
             ) -> Result<(), String> {
-                use diesel::RunQueryDsl;
                 let policy = policy.clone();
-                // The scenario's hooks are async: this thread waits for them.
+                // The script is async (its hooks wait for the scenario): this blocking
+                // thread waits for each attempt.
                 let runtime = tokio::runtime::Handle::current();
                 crate::transfers::on_blocking_thread(worker, move |conn| {
                     txretry::diesel::transaction(conn, &policy, |conn| {
-                        for (index, sql) in script.statements.iter().enumerate() {
-                            runtime.block_on(script.before(index));
-                            if let Err(err) = diesel::sql_query(sql).execute(conn) {
-                                let in_tx = match &script.after_failure {
-                                    Some(sql) => Some(one(conn, sql, &[])?),
-                                    None => None,
-                                };
-                                let failure = crate::failure::failure(&err, in_tx);
-                                runtime.block_on(script.failed(failure));
-                                return Err(err);
-                            }
-                        }
-                        Ok(())
+                        runtime.block_on(script.run(conn))
                     })
                     .map_err(|err| err.to_string())
                 })

@@ -11,7 +11,7 @@ use mysql_async::{Conn, Pool};
 use txretry::{RetryPolicy, TxOptions};
 
 use crate::common::{pool, url};
-use crate::locks::{Failure, Script, Sessions};
+use crate::locks::{Failure, Script, Sessions, Tx};
 use crate::transfers::{Bank, Dialect, Run, Sql, Transfer, transfers};
 
 /// mysql_async for the transfers: one pool, which every worker clones.
@@ -80,18 +80,29 @@ impl Bank for MySqlBank {
     }
 }
 
-/// What the closure saw of `err`.
-fn failure(err: &mysql_async::Error, in_tx: Option<i64>) -> Failure {
-    let server = match err {
-        mysql_async::Error::Server(server) => Some(server),
-        _ => None,
-    };
-    Failure {
-        sqlstate: server.map(|server| server.state.clone()),
-        errno: server.map(|server| server.code),
-        message: server.map_or_else(|| err.to_string(), |server| server.message.clone()),
-        classified: txretry::classify(err),
-        in_tx,
+impl Tx for mysql_async::Transaction<'_> {
+    type Error = mysql_async::Error;
+
+    async fn exec(&mut self, sql: &str) -> Result<(), mysql_async::Error> {
+        self.query_drop(sql).await
+    }
+
+    async fn one(&mut self, sql: &str) -> Result<i64, mysql_async::Error> {
+        Ok(self.query_first(sql).await?.expect("a row"))
+    }
+
+    fn failure(err: &mysql_async::Error, in_tx: Option<i64>) -> Failure {
+        let server = match err {
+            mysql_async::Error::Server(server) => Some(server),
+            _ => None,
+        };
+        Failure {
+            sqlstate: server.map(|server| server.state.clone()),
+            errno: server.map(|server| server.code),
+            message: server.map_or_else(|| err.to_string(), |server| server.message.clone()),
+            classified: txretry::classify(err),
+            in_tx,
+        }
     }
 }
 
@@ -122,22 +133,9 @@ impl Sessions for MySqlBank {
         policy: &RetryPolicy,
         script: Arc<Script>,
     ) -> Result<(), String> {
-        txretry::mysql_async::transaction(&*pool, policy, async move |tx| {
-            for (index, sql) in script.statements.iter().enumerate() {
-                script.before(index).await;
-                if let Err(err) = tx.query_drop(sql).await {
-                    let in_tx = match &script.after_failure {
-                        Some(sql) => tx.query_first(sql).await?,
-                        None => None,
-                    };
-                    script.failed(failure(&err, in_tx)).await;
-                    return Err(err);
-                }
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|err| err.to_string())
+        txretry::mysql_async::transaction(&*pool, policy, async move |tx| script.run(tx).await)
+            .await
+            .map_err(|err| err.to_string())
     }
 }
 

@@ -8,17 +8,30 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, T
 use txretry::RetryPolicy;
 
 use crate::bank::{OfDialect, SeaOrmBank, one};
-use crate::locks::{Failure, Script, Sessions};
+use crate::locks::{Failure, Script, Sessions, Tx};
 
-/// What the closure saw of `err`: sqlx's error inside SeaORM's.
-fn failure(err: &DbErr, in_tx: Option<i64>) -> Failure {
-    let db = txretry::sea_orm::sqlx_error(err).and_then(|sqlx| sqlx.as_database_error());
-    Failure {
-        sqlstate: db.and_then(|db| db.code()).map(|code| code.into_owned()),
-        errno: crate::dialect::errno(err),
-        message: db.map_or_else(|| err.to_string(), |db| db.message().to_owned()),
-        classified: txretry::classify(err),
-        in_tx,
+/// SeaORM's runner lends its closure a shared reference.
+impl Tx for &DatabaseTransaction {
+    type Error = DbErr;
+
+    async fn exec(&mut self, sql: &str) -> Result<(), DbErr> {
+        self.execute_unprepared(sql).await.map(drop)
+    }
+
+    async fn one(&mut self, sql: &str) -> Result<i64, DbErr> {
+        one(*self, sql, &[]).await
+    }
+
+    /// sqlx's error inside SeaORM's.
+    fn failure(err: &DbErr, in_tx: Option<i64>) -> Failure {
+        let db = txretry::sea_orm::sqlx_error(err).and_then(|sqlx| sqlx.as_database_error());
+        Failure {
+            sqlstate: db.and_then(|db| db.code()).map(|code| code.into_owned()),
+            errno: crate::dialect::errno(err),
+            message: db.map_or_else(|| err.to_string(), |db| db.message().to_owned()),
+            classified: txretry::classify(err),
+            in_tx,
+        }
     }
 }
 
@@ -48,19 +61,8 @@ impl<D: OfDialect> Sessions for SeaOrmBank<D> {
         policy: &RetryPolicy,
         script: Arc<Script>,
     ) -> Result<(), String> {
-        txretry::sea_orm::transaction(&*db, policy, async move |txn| {
-            for (index, sql) in script.statements.iter().enumerate() {
-                script.before(index).await;
-                if let Err(err) = txn.execute_unprepared(sql).await {
-                    let in_tx = match &script.after_failure {
-                        Some(sql) => Some(one(txn, sql, &[]).await?),
-                        None => None,
-                    };
-                    script.failed(failure(&err, in_tx)).await;
-                    return Err(err);
-                }
-            }
-            Ok(())
+        txretry::sea_orm::transaction(&*db, policy, async move |mut txn| {
+            script.run(&mut txn).await
         })
         .await
         .map_err(|err| err.to_string())

@@ -18,13 +18,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use txretry::{Classification, Code, Phase, RetryPolicy, SqlState, TransientKind, Verdict};
-use txretry_testkit::record::{Seen, recording};
+use txretry_testkit::record::recording;
 use txretry_testkit::wait::within;
 
 use crate::transfers::{Bank, Dialect};
@@ -60,17 +60,25 @@ pub enum Event {
 
 type Hook = Box<dyn Fn(Event) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
-/// What the runner's transaction runs on each attempt. A driver's body, for each
-/// statement in order: `before(index)`, then the statement; if it fails, the integer of
-/// `after_failure` (if any) in the same transaction, then `failed` with what it kept of the
-/// error, and returns the error.
+/// What the runner's transaction runs on each attempt ([`Script::run`]).
 pub struct Script {
-    pub statements: Vec<String>,
-    /// Selects one integer, as column `v`.
-    pub after_failure: Option<String>,
+    statements: Vec<String>,
+    /// After a statement failed, still in the transaction: selects one integer, as `v`.
+    after_failure: Option<String>,
     attempts: AtomicU32,
-    index: AtomicUsize,
     hook: Hook,
+}
+
+/// The runner's transaction, as [`Script::run`] uses it (a driver's transaction type, or
+/// its connection while the runner holds a transaction open on it).
+pub trait Tx: Send {
+    type Error;
+    /// Runs one statement.
+    fn exec(&mut self, sql: &str) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// The one integer `sql` selects (as column `v`).
+    fn one(&mut self, sql: &str) -> impl Future<Output = Result<i64, Self::Error>> + Send;
+    /// What the closure saw of `err` (`txretry::classify` of it, and what the driver kept).
+    fn failure(err: &Self::Error, in_tx: Option<i64>) -> Failure;
 }
 
 impl Script {
@@ -79,28 +87,33 @@ impl Script {
             statements,
             after_failure,
             attempts: AtomicU32::new(0),
-            index: AtomicUsize::new(0),
             hook,
         })
     }
 
-    pub async fn before(&self, index: usize) {
-        if index == 0 {
-            self.attempts.fetch_add(1, Ordering::SeqCst);
+    /// One attempt, the body of a driver's runner closure: the hook before each statement;
+    /// if one fails, what `after_failure` selects in the same transaction, the hook with
+    /// what the closure saw, and the error.
+    pub async fn run<T: Tx>(&self, tx: &mut T) -> Result<(), T::Error> {
+        let attempt = 1 + self.attempts.fetch_add(1, Ordering::SeqCst);
+        for (index, sql) in self.statements.iter().enumerate() {
+            (self.hook)(Event::Before { attempt, index }).await;
+            if let Err(err) = tx.exec(sql).await {
+                let in_tx = match &self.after_failure {
+                    Some(sql) => Some(tx.one(sql).await?),
+                    None => None,
+                };
+                let failure = T::failure(&err, in_tx);
+                (self.hook)(Event::Failed {
+                    attempt,
+                    index,
+                    failure,
+                })
+                .await;
+                return Err(err);
+            }
         }
-        self.index.store(index, Ordering::SeqCst);
-        let attempt = self.attempts();
-        (self.hook)(Event::Before { attempt, index }).await;
-    }
-
-    pub async fn failed(&self, failure: Failure) {
-        let (attempt, index) = (self.attempts(), self.index.load(Ordering::SeqCst));
-        (self.hook)(Event::Failed {
-            attempt,
-            index,
-            failure,
-        })
-        .await;
+        Ok(())
     }
 
     /// The attempts begun.
@@ -209,16 +222,30 @@ const LOCK_TIMEOUT: Expected = Expected {
     mysql_message: "Lock wait timeout exceeded",
 };
 
-/// Asserts what the closure and the runner saw: one failure, at statement `index` of the
-/// first attempt, as `expected` says (the SQLSTATE and the message the driver kept, the
-/// errno if it keeps one, `txretry::classify`), retried once, judged the same, from the
-/// body.
-fn assert_one_retry<B: Sessions>(
-    failures: &[(u32, usize, Failure)],
-    seen: &Seen,
+/// The failures the hook recorded, with their attempt and statement.
+type Failures = Arc<Mutex<Vec<(u32, usize, Failure)>>>;
+
+/// Runs `script` through the runner on a worker of `bank` (three attempts at most) and
+/// asserts that it committed at the second, and what the closure and the runner saw: one
+/// failure, at statement `index` of the first attempt, as `expected` says (the SQLSTATE
+/// and the message the driver kept, the errno if it keeps one, `txretry::classify`),
+/// retried once, judged the same, from the body.
+async fn run_twice<B: Sessions>(
+    bank: &B,
+    script: Arc<Script>,
+    failures: &Failures,
     index: usize,
     expected: &Expected,
 ) -> Failure {
+    let (policy, seen) = recording(3);
+    let policy = policy.build().unwrap();
+    let mut a = bank.worker().await;
+    within(B::script(&mut a, &policy, script.clone()))
+        .await
+        .expect("the retry commits");
+    assert_eq!(script.attempts(), 2);
+
+    let failures = failures.lock().unwrap().clone();
     assert_eq!(failures.len(), 1, "{failures:?}");
     let (attempt, at, failure) = failures[0].clone();
     assert_eq!((attempt, at), (1, index), "{failure:?}");
@@ -259,9 +286,6 @@ fn assert_one_retry<B: Sessions>(
     assert_eq!(judged[0].phase, Phase::Body);
     failure
 }
-
-/// The failures the hook recorded, with their attempt and statement.
-type Failures = Arc<Mutex<Vec<(u32, usize, Failure)>>>;
 
 /// The deadlock scenario (see the module's doc) on `bank`.
 pub async fn deadlock<B: Sessions>(bank: B) {
@@ -357,22 +381,10 @@ pub async fn deadlock<B: Sessions>(bank: B) {
     });
     let script = Script::new(statements, None, hook);
 
-    let (policy, seen) = recording(3);
-    let policy = policy.build().unwrap();
-    let mut a = bank.worker().await;
-    within(B::script(&mut a, &policy, script.clone()))
-        .await
-        .expect("the retry commits");
-
-    assert_eq!(script.attempts(), 2);
+    run_twice(&*bank, script, &failures, closes_the_cycle, &DEADLOCK).await;
     let b_committed = b_committed.lock().unwrap().clone();
-    assert_eq!(
-        b_committed,
-        Some(Ok(())),
-        "B commits once A was rolled back"
-    );
-    let failures = failures.lock().unwrap().clone();
-    assert_one_retry::<B>(&failures, &seen, closes_the_cycle, &DEADLOCK);
+    let b_committed = b_committed.expect("the retry waited for B");
+    assert_eq!(b_committed, Ok(()), "B commits once A was rolled back");
 
     // A's first attempt left nothing behind: each session added exactly once.
     let v = |id: i64| bank.query_i64(format!("SELECT v AS v FROM {t} WHERE id = {id}"));
@@ -443,16 +455,7 @@ pub async fn lock_timeout<B: Sessions>(bank: B) {
     });
     let script = Script::new(statements, after_failure, hook);
 
-    let (policy, seen) = recording(3);
-    let policy = policy.build().unwrap();
-    let mut a = bank.worker().await;
-    within(B::script(&mut a, &policy, script.clone()))
-        .await
-        .expect("the retry commits");
-
-    assert_eq!(script.attempts(), 2);
-    let failures = failures.lock().unwrap().clone();
-    let failure = assert_one_retry::<B>(&failures, &seen, times_out, &LOCK_TIMEOUT);
+    let failure = run_twice(&*bank, script, &failures, times_out, &LOCK_TIMEOUT).await;
     if let Dialect::MySql = dialect {
         // Only the statement was rolled back: the runner's ROLLBACK keeps the insert from
         // landing twice.

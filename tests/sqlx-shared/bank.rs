@@ -98,15 +98,28 @@ pub(crate) use sqlx_bank;
 #[allow(unused_macros)] // not in the SQLite binary
 macro_rules! sqlx_sessions {
     ($db:ty) => {
-        /// What the closure saw of `err`.
-        fn failure(err: &sqlx::Error, in_tx: Option<i64>) -> crate::locks::Failure {
-            let db = err.as_database_error();
-            crate::locks::Failure {
-                sqlstate: db.and_then(|db| db.code()).map(|code| code.into_owned()),
-                errno: crate::dialect::errno(err),
-                message: db.map_or_else(|| err.to_string(), |db| db.message().to_owned()),
-                classified: txretry::classify(err),
-                in_tx,
+        impl<'c> crate::locks::Tx for sqlx::Transaction<'c, $db> {
+            type Error = sqlx::Error;
+
+            async fn exec(&mut self, text: &str) -> Result<(), sqlx::Error> {
+                let query = sqlx::query(sqlx::AssertSqlSafe(text.to_owned()));
+                query.execute(&mut **self).await.map(drop)
+            }
+
+            async fn one(&mut self, text: &str) -> Result<i64, sqlx::Error> {
+                let query = sqlx::query_scalar(sqlx::AssertSqlSafe(text.to_owned()));
+                query.fetch_one(&mut **self).await
+            }
+
+            fn failure(err: &sqlx::Error, in_tx: Option<i64>) -> crate::locks::Failure {
+                let db = err.as_database_error();
+                crate::locks::Failure {
+                    sqlstate: db.and_then(|db| db.code()).map(|code| code.into_owned()),
+                    errno: crate::dialect::errno(err),
+                    message: db.map_or_else(|| err.to_string(), |db| db.message().to_owned()),
+                    classified: txretry::classify(err),
+                    in_tx,
+                }
             }
         }
 
@@ -139,28 +152,9 @@ macro_rules! sqlx_sessions {
                 policy: &txretry::RetryPolicy,
                 script: std::sync::Arc<crate::locks::Script>,
             ) -> Result<(), String> {
-                use sqlx::AssertSqlSafe as Safe;
-                txretry::sqlx::transaction(&*pool, policy, async move |tx| {
-                    for (index, text) in script.statements.iter().enumerate() {
-                        script.before(index).await;
-                        let done = sqlx::query(Safe(text.clone())).execute(&mut **tx).await;
-                        if let Err(err) = done {
-                            let in_tx = match &script.after_failure {
-                                Some(text) => Some(
-                                    sqlx::query_scalar(Safe(text.clone()))
-                                        .fetch_one(&mut **tx)
-                                        .await?,
-                                ),
-                                None => None,
-                            };
-                            script.failed(failure(&err, in_tx)).await;
-                            return Err(err);
-                        }
-                    }
-                    Ok::<_, sqlx::Error>(())
-                })
-                .await
-                .map_err(|err| err.to_string())
+                txretry::sqlx::transaction(&*pool, policy, async move |tx| script.run(tx).await)
+                    .await
+                    .map_err(|err| err.to_string())
             }
         }
     };

@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use txretry::{RetryPolicy, TxOptions};
 
 use crate::common::{connect, url};
-use crate::locks::{Failure, Script, Sessions};
+use crate::locks::{Failure, Script, Sessions, Tx};
 use crate::transfers::{Bank, Dialect, Run, Sql, Transfer, transfers};
 
 /// tokio-postgres for the transfers: the server's URL; each worker connects.
@@ -75,15 +75,26 @@ impl Bank for PgBank {
     }
 }
 
-/// What the closure saw of `err`.
-fn failure(err: &tokio_postgres::Error, in_tx: Option<i64>) -> Failure {
-    let db = err.as_db_error();
-    Failure {
-        sqlstate: db.map(|db| db.code().code().to_owned()),
-        errno: None,
-        message: db.map_or_else(|| err.to_string(), |db| db.message().to_owned()),
-        classified: txretry::classify(err),
-        in_tx,
+impl Tx for tokio_postgres::Transaction<'_> {
+    type Error = tokio_postgres::Error;
+
+    async fn exec(&mut self, sql: &str) -> Result<(), tokio_postgres::Error> {
+        self.batch_execute(sql).await
+    }
+
+    async fn one(&mut self, sql: &str) -> Result<i64, tokio_postgres::Error> {
+        Ok(self.query_one(sql, &[]).await?.get(0))
+    }
+
+    fn failure(err: &tokio_postgres::Error, in_tx: Option<i64>) -> Failure {
+        let db = err.as_db_error();
+        Failure {
+            sqlstate: db.map(|db| db.code().code().to_owned()),
+            errno: None,
+            message: db.map_or_else(|| err.to_string(), |db| db.message().to_owned()),
+            classified: txretry::classify(err),
+            in_tx,
+        }
     }
 }
 
@@ -120,22 +131,9 @@ impl Sessions for PgBank {
         policy: &RetryPolicy,
         script: Arc<Script>,
     ) -> Result<(), String> {
-        txretry::tokio_postgres::transaction(client, policy, async move |tx| {
-            for (index, sql) in script.statements.iter().enumerate() {
-                script.before(index).await;
-                if let Err(err) = tx.batch_execute(sql).await {
-                    let in_tx = match &script.after_failure {
-                        Some(sql) => Some(tx.query_one(sql, &[]).await?.get(0)),
-                        None => None,
-                    };
-                    script.failed(failure(&err, in_tx)).await;
-                    return Err(err);
-                }
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|err| err.to_string())
+        txretry::tokio_postgres::transaction(client, policy, async move |tx| script.run(tx).await)
+            .await
+            .map_err(|err| err.to_string())
     }
 }
 
