@@ -14,7 +14,9 @@
 //! Each checks what the closure saw (the error as the driver keeps it, and
 //! `txretry::classify` of it), what the runner retried (the classification, the attempt,
 //! the verdict, the phase), the attempts and the rows. Each binary's `contention` module
-//! implements [`Sessions`] for its [`Bank`] and calls both.
+//! calls both on its [`Bank`], which also implements [`Sessions`] (in the same files as
+//! the `Bank`, or `tests/sea-orm-shared/sessions.rs`); the driver's transaction type
+//! implements [`Tx`], for [`Script::run`].
 
 use std::future::Future;
 use std::pin::Pin;
