@@ -17,10 +17,6 @@ mod common;
 mod connection_lost;
 #[path = "../diesel-async-shared/db.rs"]
 mod db;
-#[path = "../diesel-shared/mysql_deadlock.rs"]
-mod deadlock;
-#[path = "../diesel-shared/mysql_lock_wait_timeout.rs"]
-mod lock_wait_timeout;
 #[path = "../diesel-shared/read_only.rs"]
 mod read_only;
 mod server;
@@ -28,5 +24,9 @@ mod server;
 #[path = "../diesel-async-shared/bank.rs"]
 mod bank;
 mod contention;
+#[path = "../diesel-shared/failure.rs"]
+mod failure;
+#[path = "../shared/locks.rs"]
+mod locks;
 #[path = "../shared/transfers.rs"]
 mod transfers;

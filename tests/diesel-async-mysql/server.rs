@@ -1,11 +1,8 @@
 //! What the shared helpers (`db`) need to know of this binary's server, and what only
-//! MySQL/MariaDB has: connection ids, statements in `information_schema.processlist`,
-//! what diesel-async keeps of an error. Blocking (on the binary's runtime), so that the
-//! shared scenarios and the async tests alike call them.
+//! MySQL/MariaDB has: connection ids, what diesel-async keeps of an error. Blocking (on
+//! the binary's runtime), so that the shared scenarios and the async tests alike call
+//! them.
 
-use std::time::{Duration, Instant};
-
-use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncMysqlConnection, RunQueryDsl};
 
 use crate::calls::block_on;
@@ -48,35 +45,6 @@ pub fn connection_id(conn: &mut Conn) -> i64 {
     )
     .expect("CONNECTION_ID()")
     .n
-}
-
-/// Waits until session `id` is executing `statement` (`information_schema.processlist`).
-/// Polls; panics after 30 s so a broken setup fails instead of hanging.
-pub fn wait_for_statement(observer: &mut Conn, id: i64, statement: &str) {
-    block_on(wait_for_statement_async(observer, id, statement));
-}
-
-async fn wait_for_statement_async(observer: &mut Conn, id: i64, statement: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let running = diesel::sql_query(
-            "SELECT count(*) AS n FROM information_schema.processlist WHERE id = ? AND info = ?",
-        )
-        .bind::<BigInt, _>(id)
-        .bind::<Text, _>(statement)
-        .get_result::<Number>(observer)
-        .await
-        .expect("poll processlist")
-        .n;
-        if running == 1 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "session {id} never ran {statement}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// The SQLSTATE and message diesel-async kept of a database error.

@@ -17,8 +17,6 @@ mod common;
 mod connection_lost;
 #[path = "../diesel-async-shared/db.rs"]
 mod db;
-#[path = "../diesel-shared/pg_deadlock.rs"]
-mod deadlock;
 #[path = "../diesel-shared/pg_options.rs"]
 mod options;
 #[path = "../diesel-shared/read_only.rs"]
@@ -32,5 +30,9 @@ mod swallowed_error;
 #[path = "../diesel-async-shared/bank.rs"]
 mod bank;
 mod contention;
+#[path = "../diesel-shared/failure.rs"]
+mod failure;
+#[path = "../shared/locks.rs"]
+mod locks;
 #[path = "../shared/transfers.rs"]
 mod transfers;

@@ -1,12 +1,11 @@
 //! What the shared helpers (`db`) need to know of this binary's server, and what only
-//! Postgres has: backend pids, lock waits in `pg_stat_activity`, SQLSTATEs. Blocking (on
+//! Postgres has: backend pids, sessions leaving `pg_stat_activity`, SQLSTATEs. Blocking (on
 //! the binary's runtime), so that the shared scenarios and the async tests alike call
 //! them.
 
 use std::time::{Duration, Instant};
 
-use diesel::QueryableByName;
-use diesel::sql_types::{Bool, Integer};
+use diesel::sql_types::Integer;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use crate::calls::block_on;
@@ -37,39 +36,6 @@ pub fn url(test: &str) -> Option<String> {
 pub fn backend_pid(conn: &mut Conn) -> i32 {
     block_on(diesel::select(diesel::dsl::sql::<Integer>("pg_backend_pid()")).get_result(conn))
         .expect("pg_backend_pid")
-}
-
-/// Waits until session `pid` is blocked on a lock (`pg_stat_activity`). Polls; panics
-/// after 30 s so a broken setup fails instead of hanging.
-pub fn wait_for_lock_wait(observer: &mut Conn, pid: i32) {
-    block_on(wait_for_lock_wait_async(observer, pid));
-}
-
-async fn wait_for_lock_wait_async(observer: &mut Conn, pid: i32) {
-    #[derive(QueryableByName)]
-    struct Waiting {
-        #[diesel(sql_type = Bool)]
-        waiting: bool,
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let now: Waiting = diesel::sql_query(
-            "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) AS waiting \
-             FROM pg_stat_activity WHERE pid = $1",
-        )
-        .bind::<Integer, _>(pid)
-        .get_result(observer)
-        .await
-        .expect("poll pg_stat_activity");
-        if now.waiting {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "session {pid} never waited for a lock"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Waits until session `pid` has left `pg_stat_activity` (it was terminated). Polls;

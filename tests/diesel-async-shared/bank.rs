@@ -1,6 +1,7 @@
-//! [`Bank`](crate::transfers::Bank) for diesel-async, written once for both binaries (each
-//! `server` module names its connection type `Conn`, its server's URL and `DIALECT`): each
-//! worker connects on its own.
+//! [`Bank`](crate::transfers::Bank) and [`Sessions`](crate::locks::Sessions) for
+//! diesel-async, written once for both binaries (each `server` module names its connection
+//! type `Conn`, its server's URL and `DIALECT`): each worker (and each session outside the
+//! runner) connects on its own.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,6 +12,8 @@ use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncConnectionCore, RunQueryDsl, SimpleAsyncConnection};
 use txretry::{RetryPolicy, TxOptions};
 
+use crate::failure::failure;
+use crate::locks::{Failure, Script, Sessions, Tx};
 use crate::server::{Conn, DIALECT};
 use crate::transfers::{Bank, Dialect, Sql, Transfer};
 
@@ -94,5 +97,56 @@ impl Bank for DieselAsyncBank {
         })
         .await
         .map_err(|err| err.to_string())
+    }
+}
+
+impl Tx for Conn {
+    type Error = diesel::result::Error;
+
+    async fn exec(&mut self, sql: &str) -> diesel::QueryResult<()> {
+        diesel::sql_query(sql).execute(self).await.map(drop)
+    }
+
+    async fn one(&mut self, sql: &str) -> diesel::QueryResult<i64> {
+        one(self, sql, &[]).await
+    }
+
+    fn failure(err: &diesel::result::Error, in_tx: Option<i64>) -> Failure {
+        failure(err, in_tx)
+    }
+}
+
+impl Sessions for DieselAsyncBank {
+    const KEEPS_ERRNO: bool = false;
+    type Held = Conn;
+
+    async fn begin(&self) -> Conn {
+        let mut held = self.worker().await;
+        held.batch_execute("BEGIN").await.unwrap();
+        held
+    }
+
+    async fn held_exec(held: &mut Conn, sql: String) -> Result<(), String> {
+        held.batch_execute(&sql)
+            .await
+            .map_err(|err| err.to_string())
+    }
+
+    async fn held_i64(held: &mut Conn, sql: String) -> i64 {
+        one(held, &sql, &[]).await.unwrap()
+    }
+
+    async fn commit(mut held: Conn) -> Result<(), String> {
+        Self::held_exec(&mut held, "COMMIT".to_owned()).await
+    }
+
+    async fn script(
+        conn: &mut Conn,
+        policy: &RetryPolicy,
+        script: Arc<Script>,
+    ) -> Result<(), String> {
+        txretry::diesel::async_transaction(conn, policy, async move |conn| script.run(conn).await)
+            .await
+            .map_err(|err| err.to_string())
     }
 }

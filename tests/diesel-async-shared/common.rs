@@ -29,15 +29,9 @@ pub fn value(conn: &mut Conn, name: &str, id: i32) -> i64 {
 }
 
 /// Runs statements outside the runner.
+#[allow(dead_code)] // the Postgres binary's scenarios use it
 pub fn exec(conn: &mut Conn, sql: &str) {
     block_on(db::exec(conn, sql));
-}
-
-/// Runs statements outside the runner, returning their error.
-pub fn batch(conn: &mut Conn, sql: &str) -> Result<(), diesel::result::Error> {
-    block_on(diesel_async::SimpleAsyncConnection::batch_execute(
-        conn, sql,
-    ))
 }
 
 /// Drops the tables.

@@ -1,10 +1,8 @@
 //! Shared helpers: connections, tables, polling the server.
 
-use std::time::{Duration, Instant};
-
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Integer, Text};
+use diesel::sql_types::{BigInt, Integer};
 
 pub use txretry_testkit::outcome::assert_outcome;
 pub use txretry_testkit::record::recording;
@@ -29,11 +27,6 @@ pub fn connect(url: &str) -> MysqlConnection {
 /// Runs statements outside the runner.
 pub fn exec(conn: &mut MysqlConnection, sql: &str) {
     conn.batch_execute(sql).expect(sql);
-}
-
-/// Runs statements outside the runner, returning their error.
-pub fn batch(conn: &mut MysqlConnection, sql: &str) -> Result<(), diesel::result::Error> {
-    conn.batch_execute(sql)
 }
 
 /// A unique table name (tests share one database and run in parallel).
@@ -94,39 +87,6 @@ pub fn value(conn: &mut MysqlConnection, name: &str, id: i32) -> i64 {
 pub fn drop_tables(conn: &mut MysqlConnection, names: &[&str]) {
     for name in names {
         exec(conn, &format!("DROP TABLE IF EXISTS {name}"));
-    }
-}
-
-/// The session's connection id (what `information_schema.processlist` names).
-pub fn connection_id(conn: &mut MysqlConnection) -> i64 {
-    diesel::sql_query("SELECT CAST(CONNECTION_ID() AS SIGNED) AS n")
-        .get_result::<Number>(conn)
-        .expect("CONNECTION_ID()")
-        .n
-}
-
-/// Waits until session `id` is executing `statement` (`information_schema.processlist`;
-/// `innodb_trx` is refreshed only when nobody read it for 100 ms). Polls; panics after
-/// 30 s so a broken setup fails instead of hanging.
-pub fn wait_for_statement(observer: &mut MysqlConnection, id: i64, statement: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let running = diesel::sql_query(
-            "SELECT count(*) AS n FROM information_schema.processlist WHERE id = ? AND info = ?",
-        )
-        .bind::<BigInt, _>(id)
-        .bind::<Text, _>(statement)
-        .get_result::<Number>(observer)
-        .expect("poll processlist")
-        .n;
-        if running == 1 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "session {id} never ran {statement}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -11,15 +11,15 @@ mod calls;
 #[path = "../diesel-shared/mysql_commit_boundary.rs"]
 mod commit_boundary;
 mod common;
-#[path = "../diesel-shared/mysql_deadlock.rs"]
-mod deadlock;
-#[path = "../diesel-shared/mysql_lock_wait_timeout.rs"]
-mod lock_wait_timeout;
 #[path = "../diesel-shared/read_only.rs"]
 mod read_only;
 
 #[path = "../diesel-shared/bank.rs"]
 mod bank;
 mod contention;
+#[path = "../diesel-shared/failure.rs"]
+mod failure;
+#[path = "../shared/locks.rs"]
+mod locks;
 #[path = "../shared/transfers.rs"]
 mod transfers;

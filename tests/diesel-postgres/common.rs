@@ -1,10 +1,8 @@
 //! Shared helpers: connections, tables, polling the server.
 
-use std::time::{Duration, Instant};
-
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Integer};
+use diesel::sql_types::{BigInt, Integer};
 
 use txretry::Code;
 pub use txretry_testkit::outcome::assert_outcome;
@@ -33,11 +31,6 @@ pub fn connect(url: &str) -> PgConnection {
 /// Runs statements outside the runner.
 pub fn exec(conn: &mut PgConnection, sql: &str) {
     conn.batch_execute(sql).expect(sql);
-}
-
-/// Runs statements outside the runner, returning their error.
-pub fn batch(conn: &mut PgConnection, sql: &str) -> Result<(), diesel::result::Error> {
-    conn.batch_execute(sql)
 }
 
 /// A unique table name (tests share one database and run in parallel).
@@ -90,41 +83,6 @@ pub fn value(conn: &mut PgConnection, name: &str, id: i32) -> i64 {
 pub fn drop_tables(conn: &mut PgConnection, names: &[&str]) {
     for name in names {
         exec(conn, &format!("DROP TABLE IF EXISTS {name}"));
-    }
-}
-
-/// The session's backend process id.
-pub fn backend_pid(conn: &mut PgConnection) -> i32 {
-    diesel::select(diesel::dsl::sql::<Integer>("pg_backend_pid()"))
-        .get_result(conn)
-        .expect("pg_backend_pid")
-}
-
-/// Waits until session `pid` is blocked on a lock (`pg_stat_activity`). Polls; panics
-/// after 30 s so a broken setup fails instead of hanging.
-pub fn wait_for_lock_wait(observer: &mut PgConnection, pid: i32) {
-    #[derive(QueryableByName)]
-    struct Waiting {
-        #[diesel(sql_type = Bool)]
-        waiting: bool,
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let now: Waiting = diesel::sql_query(
-            "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) AS waiting \
-             FROM pg_stat_activity WHERE pid = $1",
-        )
-        .bind::<Integer, _>(pid)
-        .get_result(observer)
-        .expect("poll pg_stat_activity");
-        if now.waiting {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "session {pid} never waited for a lock"
-        );
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

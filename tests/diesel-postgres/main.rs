@@ -10,9 +10,6 @@ mod calls;
 #[path = "../diesel-shared/pg_commit_boundary.rs"]
 mod commit_boundary;
 mod common;
-#[path = "../diesel-shared/pg_deadlock.rs"]
-mod deadlock;
-mod lock_timeout;
 #[path = "../diesel-shared/pg_options.rs"]
 mod options;
 #[path = "../diesel-shared/read_only.rs"]
@@ -25,5 +22,9 @@ mod swallowed_error;
 #[path = "../diesel-shared/bank.rs"]
 mod bank;
 mod contention;
+#[path = "../diesel-shared/failure.rs"]
+mod failure;
+#[path = "../shared/locks.rs"]
+mod locks;
 #[path = "../shared/transfers.rs"]
 mod transfers;

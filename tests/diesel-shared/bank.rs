@@ -1,7 +1,8 @@
-//! [`Bank`](crate::transfers::Bank) for Diesel's blocking connections: each worker opens a
+//! [`Bank`](crate::transfers::Bank) and [`Sessions`](crate::locks::Sessions) for Diesel's
+//! blocking connections: each worker (and each session outside the runner) opens a
 //! connection of its own, which goes to one of tokio's blocking threads for each
-//! transaction and comes back. A macro over the connection type (Diesel's bounds for a
-//! query generic over the backend would outweigh the code).
+//! transaction (or statement) and comes back. Macros over the connection type (Diesel's
+//! bounds for a query generic over the backend would outweigh the code).
 
 /// Defines `DieselBank` over connections of type `$conn`, on `$dialect`.
 macro_rules! diesel_bank {
@@ -103,3 +104,79 @@ macro_rules! diesel_bank {
 }
 
 pub(crate) use diesel_bank;
+
+/// Defines [`Sessions`](crate::locks::Sessions) for the `DieselBank` of this module, over
+/// connections of type `$conn`; `crate::failure` says what the closure saw of an error.
+#[allow(unused_macros)] // not in the SQLite binary
+macro_rules! diesel_sessions {
+    ($conn:ty) => {
+        /// Blocking calls, made on one of tokio's blocking threads (see `script`).
+        impl crate::locks::Tx for $conn {
+            type Error = diesel::result::Error;
+
+            async fn exec(&mut self, sql: &str) -> diesel::QueryResult<()> {
+                diesel::RunQueryDsl::execute(diesel::sql_query(sql), self).map(drop)
+            }
+
+            async fn one(&mut self, sql: &str) -> diesel::QueryResult<i64> {
+                one(self, sql, &[])
+            }
+
+            fn failure(err: &diesel::result::Error, in_tx: Option<i64>) -> crate::locks::Failure {
+                crate::failure::failure(err, in_tx)
+            }
+        }
+
+        impl crate::locks::Sessions for DieselBank {
+            const KEEPS_ERRNO: bool = false;
+            type Held = Option<$conn>;
+
+            async fn begin(&self) -> Option<$conn> {
+                let mut held = Some((self.0)());
+                Self::held_exec(&mut held, "BEGIN".to_owned())
+                    .await
+                    .unwrap();
+                held
+            }
+
+            async fn held_exec(held: &mut Option<$conn>, sql: String) -> Result<(), String> {
+                crate::transfers::on_blocking_thread(held, move |conn| {
+                    diesel::connection::SimpleConnection::batch_execute(conn, &sql)
+                        .map_err(|err| err.to_string())
+                })
+                .await
+            }
+
+            async fn held_i64(held: &mut Option<$conn>, sql: String) -> i64 {
+                crate::transfers::on_blocking_thread(held, move |conn| one(conn, &sql, &[]))
+                    .await
+                    .unwrap()
+            }
+
+            async fn commit(mut held: Option<$conn>) -> Result<(), String> {
+                Self::held_exec(&mut held, "COMMIT".to_owned()).await
+            }
+
+            async fn script(
+                worker: &mut Option<$conn>,
+                policy: &txretry::RetryPolicy,
+                script: std::sync::Arc<crate::locks::Script>,
+            ) -> Result<(), String> {
+                let policy = policy.clone();
+                // The script is async (its hooks wait for the scenario): this blocking
+                // thread waits for each attempt.
+                let runtime = tokio::runtime::Handle::current();
+                crate::transfers::on_blocking_thread(worker, move |conn| {
+                    txretry::diesel::transaction(conn, &policy, |conn| {
+                        runtime.block_on(script.run(conn))
+                    })
+                    .map_err(|err| err.to_string())
+                })
+                .await
+            }
+        }
+    };
+}
+
+#[allow(unused_imports)]
+pub(crate) use diesel_sessions;

@@ -13,13 +13,13 @@ mod business_error;
 mod commit_boundary;
 mod connection_lost;
 mod contention;
-mod deadlock;
 mod discarded_connections;
-mod lock_wait_timeout;
 mod options;
 mod send_spawn;
 mod swallowed_deadlock;
 mod unique_violation;
 
+#[path = "../shared/locks.rs"]
+mod locks;
 #[path = "../shared/transfers.rs"]
 mod transfers;

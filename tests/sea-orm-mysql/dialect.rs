@@ -22,17 +22,9 @@ pub const TABLE_OPTIONS: &str = " ENGINE=InnoDB";
 pub const SESSION_ID: &str = "SELECT CONNECTION_ID()";
 pub type SessionId = u64;
 
-/// Nothing: InnoDB detects a deadlock at once.
-pub const DEADLOCK_SETUP: Option<&str> = None;
-
 /// `INSERT INTO {t} VALUES ({values})`, doing nothing when the key exists.
 pub fn insert_once(t: &str, values: &str) -> String {
     format!("INSERT IGNORE INTO {t} VALUES ({values})")
-}
-
-/// ER_LOCK_DEADLOCK.
-pub fn deadlock_code() -> Option<Code> {
-    Some(Code::MySql(1213))
 }
 
 /// ER_DUP_ENTRY.

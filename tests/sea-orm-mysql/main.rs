@@ -10,8 +10,6 @@ mod business;
 mod commit_fault;
 #[path = "../sea-orm-shared/common.rs"]
 mod common;
-#[path = "../sea-orm-shared/deadlock.rs"]
-mod deadlock;
 mod dialect;
 mod lock_wait_timeout;
 mod options;
@@ -19,5 +17,9 @@ mod options;
 #[path = "../sea-orm-shared/bank.rs"]
 mod bank;
 mod contention;
+#[path = "../shared/locks.rs"]
+mod locks;
+#[path = "../sea-orm-shared/sessions.rs"]
+mod sessions;
 #[path = "../shared/transfers.rs"]
 mod transfers;

@@ -21,10 +21,6 @@ pub const TABLE_OPTIONS: &str = "";
 pub const SESSION_ID: &str = "SELECT pg_backend_pid()";
 pub type SessionId = i32;
 
-/// Run first in each deadlock attempt: detect the deadlock after 100 ms instead of the
-/// default 1 s.
-pub const DEADLOCK_SETUP: Option<&str> = Some("SET LOCAL deadlock_timeout = '100ms'");
-
 /// `INSERT INTO {t} VALUES ({values})`, doing nothing when the key exists.
 pub fn insert_once(t: &str, values: &str) -> String {
     format!("INSERT INTO {t} VALUES ({values}) ON CONFLICT (id) DO NOTHING")
@@ -32,11 +28,6 @@ pub fn insert_once(t: &str, values: &str) -> String {
 
 pub fn sqlstate(code: &str) -> Option<Code> {
     Some(Code::SqlState(SqlState::new(code).unwrap()))
-}
-
-/// deadlock_detected.
-pub fn deadlock_code() -> Option<Code> {
-    sqlstate("40P01")
 }
 
 /// unique_violation.
@@ -61,4 +52,9 @@ pub fn code_of(err: &DbErr) -> Option<String> {
 #[track_caller]
 pub fn assert_lost_commit_error(err: &DbErr) {
     assert_eq!(code_of(err).as_deref(), Some("08P01"), "{err:?}");
+}
+
+/// A MySQL error number: none on PostgreSQL.
+pub fn errno(_: &DbErr) -> Option<u16> {
+    None
 }

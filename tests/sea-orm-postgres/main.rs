@@ -11,8 +11,6 @@ mod business;
 mod commit_fault;
 #[path = "../sea-orm-shared/common.rs"]
 mod common;
-#[path = "../sea-orm-shared/deadlock.rs"]
-mod deadlock;
 mod dialect;
 mod options;
 mod serialization;
@@ -21,5 +19,9 @@ mod swallowed_error;
 #[path = "../sea-orm-shared/bank.rs"]
 mod bank;
 mod contention;
+#[path = "../shared/locks.rs"]
+mod locks;
+#[path = "../sea-orm-shared/sessions.rs"]
+mod sessions;
 #[path = "../shared/transfers.rs"]
 mod transfers;

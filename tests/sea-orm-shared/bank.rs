@@ -25,7 +25,7 @@ fn statement(db: &impl ConnectionTrait, sql: &str, values: &[i64]) -> Statement 
 }
 
 /// The one integer `sql` selects.
-async fn one(db: &impl ConnectionTrait, sql: &str, values: &[i64]) -> Result<i64, DbErr> {
+pub async fn one(db: &impl ConnectionTrait, sql: &str, values: &[i64]) -> Result<i64, DbErr> {
     let row = db.query_one_raw(statement(db, sql, values)).await?;
     row.expect("a row").try_get_by_index(0)
 }

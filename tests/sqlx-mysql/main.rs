@@ -16,13 +16,13 @@ mod business;
 mod commit_fault;
 mod common;
 mod contention;
-mod deadlock;
 mod dialect;
-mod lock_wait_timeout;
 mod options;
 mod unique;
 
 #[path = "../sqlx-shared/bank.rs"]
 mod bank;
+#[path = "../shared/locks.rs"]
+mod locks;
 #[path = "../shared/transfers.rs"]
 mod transfers;

@@ -17,9 +17,7 @@ mod commit_fault;
 mod common;
 mod connection;
 mod contention;
-mod deadlock;
 mod dialect;
-mod lock_timeout;
 mod options;
 mod raise_exception;
 mod serialization;
@@ -29,5 +27,7 @@ mod unique;
 
 #[path = "../sqlx-shared/bank.rs"]
 mod bank;
+#[path = "../shared/locks.rs"]
+mod locks;
 #[path = "../shared/transfers.rs"]
 mod transfers;

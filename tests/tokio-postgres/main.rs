@@ -13,9 +13,7 @@ mod commit_fault;
 mod commit_terminated;
 mod connection_lost;
 mod contention;
-mod deadlock;
 mod deferred_constraint;
-mod lock_timeout;
 mod options;
 mod raise_exception;
 mod reconnecting;
@@ -25,5 +23,7 @@ mod service_spawn;
 mod swallowed_error;
 mod unique_violation;
 
+#[path = "../shared/locks.rs"]
+mod locks;
 #[path = "../shared/transfers.rs"]
 mod transfers;
