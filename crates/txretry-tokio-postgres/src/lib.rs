@@ -30,8 +30,9 @@ such a failure: with a multi-host config (`target_session_attrs=read-write`) and
 new primary (the facade's `docs::high_availability` guide).
 
 The runners return `Result<T, TxError<E>>`: on failure, your own error `E` unchanged
-([`TxError::error`], [`TxError::into_error`]) together with how the attempts went
-([`TxError::outcome`]: verdict, phase, attempts, and whether the last COMMIT may have
+([`TxError::error`](txretry_core::TxError::error),
+[`TxError::into_error`](txretry_core::TxError::into_error)) together with how the attempts went
+([`TxError::outcome`](txretry_core::TxError::outcome): verdict, phase, attempts, and whether the last COMMIT may have
 landed). In a function that returns the driver's error, unwrap it with
 `.map_err(TxError::into_error)?`:
 

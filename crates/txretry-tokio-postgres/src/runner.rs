@@ -82,7 +82,7 @@ where
 /// [`ConnectionUnusable`](txretry_core::StopReason::ConnectionUnusable). The client is
 /// most likely closed (check [`Client::is_closed`]): drop it, connect again and call the
 /// runner again. To ride out connection failures (and a switchover or failover)
-/// automatically, use a [`Reconnecting`] client, which the runner reconnects, or take a
+/// automatically, use a [`Reconnecting`](crate::Reconnecting) client, which the runner reconnects, or take a
 /// client from a pool
 /// (deadpool-postgres, bb8-postgres) per call and let the pool replace closed clients.
 ///
