@@ -21,7 +21,7 @@ and min-max, and the median's percentage of the best median among the *other*
 configurations of the same table (never itself). Usage:
 
     cargo build --release -p txretry-lab
-    python3 crates/txretry-lab/bench/multi-process.py --reps 3 --duration 5s \
+    python3 crates/txretry-bench/scripts/multi-process.py --reps 3 --duration 5s \
         --postgres postgres://postgres@127.0.0.1:5432/test \
         --mysql mysql://root@127.0.0.1:3306/test --raw /tmp/multi-process.json
 """

@@ -10,7 +10,7 @@ ambiguous and how many of those landed, failed, lost, doubled). Times: median an
 (min-max) over the faults, in ms; a fault with no commit on the new primary before the
 next one counts as `missing`. Usage:
 
-    python3 crates/txretry-lab/bench/failover-summary.py switchover=/tmp/ha-bench/switchover.json
+    python3 crates/txretry-bench/scripts/failover-summary.py switchover=/tmp/ha-bench/switchover.json
 """
 
 import json
