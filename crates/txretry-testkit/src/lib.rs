@@ -17,6 +17,7 @@ pub mod contended;
 #[cfg(feature = "mysql")]
 mod galera;
 pub mod intervals;
+pub mod lab;
 pub mod outcome;
 mod proxy;
 pub mod record;
