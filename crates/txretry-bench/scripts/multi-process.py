@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Admission across processes (issue 11), measured with txretry-lab's --processes.
+"""Admission across processes (issue 11), measured with txretry-bench run --processes (and
+txretry-lab for the single-process cells).
 
 For each server and workload, every configuration below runs REPS times, round-robin (one
 round runs every configuration once, so slow spells of a shared machine spread over all of
@@ -20,7 +21,7 @@ Prints Markdown tables: goodput (commits/s) median and min-max, retries per comm
 and min-max, and the median's percentage of the best median among the *other*
 configurations of the same table (never itself). Usage:
 
-    cargo build --release -p txretry-lab
+    cargo build --release -p txretry-lab -p txretry-bench
     python3 crates/txretry-bench/scripts/multi-process.py --reps 3 --duration 5s \
         --postgres postgres://postgres@127.0.0.1:5432/test \
         --mysql mysql://root@127.0.0.1:3306/test --raw /tmp/multi-process.json
@@ -32,7 +33,8 @@ import statistics
 import subprocess
 import sys
 
-LAB = "target/release/txretry-lab"
+LAB = ["target/release/txretry-lab"]
+BENCH_RUN = ["target/release/txretry-bench", "run"]
 
 WORKLOADS = {
     "hot-rows": ["--workload", "hot-rows", "--rows", "4", "--isolation", "repeatable-read"],
@@ -60,8 +62,10 @@ NO_CONTENTION = ["--workload", "hot-rows", "--rows", "100000"]
 
 
 def run(url, args, processes, workers, policy, duration):
-    command = [LAB, "--db", url, *args, "--processes", str(processes), "--workers",
-               str(workers), "--policy", policy, "--duration", duration, "--json"]
+    # One process: the lab itself; several: the bench's parent and its children.
+    place = LAB if processes == 1 else [*BENCH_RUN, "--processes", str(processes)]
+    command = [*place, "--db", url, *args, "--workers", str(workers), "--policy", policy,
+               "--duration", duration, "--json"]
     out = subprocess.run(command, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"{' '.join(command)} exited {out.returncode}:\n{out.stderr}")

@@ -141,8 +141,10 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<SweepArgs, clap::Error> {
         let bench = Bench::try_parse_from(["txretry-bench", "sweep"].iter().chain(args))?;
-        let Command::Sweep(args) = bench.command;
-        Ok(args)
+        match bench.command {
+            Command::Sweep(args) => Ok(args),
+            Command::Run(_) => panic!("`sweep` was asked for"),
+        }
     }
 
     #[test]

@@ -1,14 +1,18 @@
-//! `txretry-bench`: the sweeps behind BENCHMARKS.md. `txretry-bench sweep` runs the lab's
-//! presets at several worker counts, several times each (plus pgbench on Postgres), and
-//! prints the median and range of each cell; `--plot` draws them as SVG.
+//! `txretry-bench`: the measurements behind BENCHMARKS.md, on the lab's machinery (the
+//! `txretry-lab` library), so that they measure exactly what `txretry-lab` measures.
 //!
-//! Every run goes through the lab's own machinery (the `txretry-lab` library), so a cell
-//! measures exactly what `txretry-lab --workers N --policy P` measures.
+//! - `txretry-bench sweep` runs the lab's presets at several worker counts, several times
+//!   each (plus pgbench on Postgres), and prints the median and range of each cell;
+//!   `--plot` draws them as SVG.
+//! - `txretry-bench run --processes N` runs the lab's run in N processes at once against
+//!   one set of tables (one aggregated report, one invariant check).
 //!
 //! ```text
 //! cargo run --release -p txretry-bench -- sweep
 //! cargo run --release -p txretry-bench -- sweep --db postgres://postgres@127.0.0.1:5432/test \
 //!     --workers 1,4,8,16,32 --policy all --duration 10s --repeat 3 --plot sweep.svg
+//! cargo run --release -p txretry-bench -- run --db postgres://postgres@127.0.0.1:5432/test \
+//!     --workload hot-rows --isolation repeatable-read --processes 4 --workers 8 --policy all
 //! ```
 
 mod args;
@@ -16,6 +20,8 @@ mod cell;
 mod estimate;
 mod pgbench;
 mod plot;
+mod processes;
+mod run;
 mod runner;
 mod sweep;
 mod table;
@@ -40,6 +46,9 @@ enum Command {
     /// Run the policies at several worker counts, several times each (plus pgbench on
     /// Postgres); print the median and range of each, and draw them with --plot.
     Sweep(args::SweepArgs),
+    /// Run the lab in several processes at once against one set of tables (the lab's
+    /// flags, plus --processes N).
+    Run(run::RunCommand),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +56,9 @@ fn main() -> ExitCode {
         Ok(Bench {
             command: Command::Sweep(args),
         }) => sweep::main(&args),
+        Ok(Bench {
+            command: Command::Run(command),
+        }) => run::main(&command),
         Err(e) => clap_exit(&e),
     }
 }

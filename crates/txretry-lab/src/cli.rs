@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, ValueEnum};
 
 use crate::duration::parse_duration;
 
@@ -11,8 +11,6 @@ use crate::duration::parse_duration;
 pub const MAX_WORKERS: usize = 1024;
 /// Largest `--rows`.
 pub const MAX_ROWS: u32 = 1_000_000;
-/// Largest `--processes`.
-pub const MAX_PROCESSES: usize = 64;
 
 /// Exit codes, also listed in `--help`.
 pub const AFTER_HELP: &str = "\
@@ -26,10 +24,7 @@ Exit codes:
        few milliseconds apart count as one, and a second, separate Ctrl-C quits
        without a report, after dropping the lab's tables and temp files)
 
-With --processes N (N > 1), N child processes run each policy at once on one set of
-tables; a child that cannot start or fails makes the whole run exit 2. Ctrl-C stops
-every child (twice: kills them); the tables are dropped either way. SQLite files are
-shared too (one writer at a time: admission across processes adds nothing there).
+Several processes at once on one set of tables: txretry-bench run --processes N.
 
 Passwords in --db URLs are never printed: user:pass@ shows as user:***@.";
 
@@ -38,6 +33,32 @@ Passwords in --db URLs are never printed: user:pass@ shows as user:***@.";
 #[derive(Debug, Parser)]
 #[command(name = "txretry-lab", version, about, after_help = AFTER_HELP)]
 pub struct Cli {
+    /// What to run, and where.
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// Inject this fault into a Postgres HA cluster (`docker/ha/cluster`) during each run,
+    /// every `--fault-every`; `--db` is the cluster's proxy URL and `--workload history`
+    /// counts lost and doubled commits. The report adds a timeline per fault.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub fault: Option<FaultArg>,
+
+    /// With `--fault`: the first fault after this long, each next one this long after the
+    /// previous fault's command returned (the old leader rejoined) [default: 10s].
+    #[arg(long, value_name = "TIME", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub fault_every: Option<Duration>,
+
+    /// With `--fault`: the cluster script [default: $TXRETRY_HA_CLUSTER, else
+    /// docker/ha/cluster in the current directory]. It gets the lab's environment, so
+    /// TXRETRY_HA_STATE and the TXRETRY_HA_*_PORT settings reach it.
+    #[arg(long, value_name = "PATH")]
+    pub cluster: Option<std::path::PathBuf>,
+}
+
+/// The flags of a run, shared by `txretry-lab` and `txretry-bench run`: the database, the
+/// workload, the workers, the policies and the output.
+#[derive(Debug, Args)]
+pub struct RunArgs {
     /// `sqlite` (a fresh file in a temp dir), `sqlite://PATH`, `postgres://…` or `mysql://…`.
     #[arg(long, default_value = "sqlite", value_name = "DB")]
     pub db: String,
@@ -82,39 +103,6 @@ pub struct Cli {
     /// Print one JSON array (an object per run) on stdout and nothing else there.
     #[arg(long)]
     pub json: bool,
-
-    /// Processes that run the workload at once against one set of tables, each with
-    /// `--workers` workers (its own pool); one aggregated report and one invariant check.
-    /// 1 runs everything in this process.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = parse_processes, allow_negative_numbers = true)]
-    pub processes: usize,
-
-    /// Inject this fault into a Postgres HA cluster (`docker/ha/cluster`) during each run,
-    /// every `--fault-every`; `--db` is the cluster's proxy URL and `--workload history`
-    /// counts lost and doubled commits. The report adds a timeline per fault.
-    #[arg(long, value_enum, value_name = "KIND")]
-    pub fault: Option<FaultArg>,
-
-    /// With `--fault`: the first fault after this long, each next one this long after the
-    /// previous fault's command returned (the old leader rejoined) [default: 10s].
-    #[arg(long, value_name = "TIME", value_parser = parse_duration, allow_hyphen_values = true)]
-    pub fault_every: Option<Duration>,
-
-    /// With `--fault`: the cluster script [default: $TXRETRY_HA_CLUSTER, else
-    /// docker/ha/cluster in the current directory]. It gets the lab's environment, so
-    /// TXRETRY_HA_STATE and the TXRETRY_HA_*_PORT settings reach it.
-    #[arg(long, value_name = "PATH")]
-    pub cluster: Option<std::path::PathBuf>,
-
-    /// Internal: run as child process of a `--processes` run on the existing tables with
-    /// this name prefix (they are neither created nor dropped nor checked), and talk to the
-    /// parent on stdin / stdout.
-    #[arg(long, hide = true, value_name = "PREFIX", value_parser = parse_table_prefix)]
-    pub child_tables: Option<String>,
-
-    /// Internal: this child's number (0-based) among the processes of the run.
-    #[arg(long, hide = true, value_name = "I", default_value = "0")]
-    pub child_index: u32,
 }
 
 /// The transaction every worker runs.
@@ -270,10 +258,6 @@ pub fn parse_workers(text: &str) -> Result<usize, String> {
     parse_count(text, MAX_WORKERS)
 }
 
-fn parse_processes(text: &str) -> Result<usize, String> {
-    parse_count(text, MAX_PROCESSES)
-}
-
 /// A whole number from 1 to `max` (every count flag: `--workers`, `--rows`, `--processes`,
 /// `txretry-bench sweep --repeat`); anything else, negative numbers included, gets one message.
 pub fn parse_count<T>(text: &str, max: T) -> Result<T, String>
@@ -286,20 +270,6 @@ where
         .ok()
         .filter(|n| (T::from(1)..=max).contains(n))
         .ok_or_else(message)
-}
-
-/// A table prefix the lab made up itself (`txlab_` then digits and `_`): the only kind of
-/// name a child puts into SQL.
-pub fn parse_table_prefix(text: &str) -> Result<String, String> {
-    let valid = text.len() <= 40
-        && text.strip_prefix("txlab_").is_some_and(|rest| {
-            !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit() || c == '_')
-        });
-    if valid {
-        Ok(text.to_owned())
-    } else {
-        Err("not a table prefix made by txretry-lab".to_owned())
-    }
 }
 
 /// A row count from 1 to [`MAX_ROWS`] (`--rows`).
@@ -324,18 +294,17 @@ mod tests {
 
     #[test]
     fn no_arguments_is_the_first_run_demo() {
-        let cli = parse(&[]).expect("parses");
+        let all = parse(&[]).expect("parses");
+        assert_eq!(all.fault, None);
+        let cli = all.run;
         assert_eq!(cli.db, "sqlite");
         assert_eq!(cli.workload, Workload::Transfer);
         // Every preset side by side, on SQLite writers that collide, in a few seconds.
         assert_eq!(cli.policy, [PolicyArg::All]);
-        assert_eq!(cli.fault, None);
         assert_eq!(cli.sqlite_begin, SqliteBeginArg::Deferred);
         assert_eq!(cli.duration, Duration::from_secs(1));
         assert!(cli.workers > 1);
         assert!(!cli.json);
-        assert_eq!(cli.processes, 1);
-        assert_eq!(cli.child_tables, None);
     }
 
     #[test]
@@ -352,11 +321,6 @@ mod tests {
             &["--policy", "bogus"],
             &["--isolation", "chaos"],
             &["--workload", "nope"],
-            &["--processes", "0"],
-            &["--processes", "-1"],
-            &["--processes", "65"],
-            &["--child-tables", "accounts; DROP TABLE x"],
-            &["--child-tables", "txlab_"],
         ] {
             let err = parse(args).expect_err(&format!("{args:?} must be refused"));
             assert_eq!(err.exit_code(), 2, "{args:?}");
@@ -400,11 +364,9 @@ mod tests {
             "--policy",
             "exp-jitter",
             "--json",
-            "--processes",
-            "4",
         ])
-        .expect("parses");
-        assert_eq!(cli.processes, 4);
+        .expect("parses")
+        .run;
         assert_eq!(cli.workload, Workload::HotRows);
         assert_eq!(cli.rows, Some(4));
         assert_eq!(cli.workers, 32);

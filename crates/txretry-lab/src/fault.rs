@@ -64,10 +64,7 @@ impl FaultPlan {
                 target.engine()
             ));
         }
-        if cli.processes > 1 {
-            return Err("--fault runs in one process: drop --processes".into());
-        }
-        if cli.workload != Workload::History {
+        if cli.run.workload != Workload::History {
             return Err(
                 "--fault needs --workload history: the workload that knows which node each commit landed on and counts lost and doubled commits".into(),
             );
@@ -80,11 +77,11 @@ impl FaultPlan {
                 format_duration(MIN_FAULT_EVERY)
             ));
         }
-        if every >= cli.duration {
+        if every >= cli.run.duration {
             return Err(format!(
                 "--fault-every {} must be shorter than --duration {}: the first fault comes after one interval, so none would run",
                 format_duration(every),
-                format_duration(cli.duration)
+                format_duration(cli.run.duration)
             ));
         }
         let cluster = cli
@@ -294,7 +291,7 @@ mod tests {
 
     fn plan(args: &[&str]) -> Result<Option<FaultPlan>, String> {
         let cli = cli(args);
-        let target = Target::parse(&cli.db).expect("a target");
+        let target = Target::parse(&cli.run.db).expect("a target");
         FaultPlan::from_flags(&cli, &target, None)
     }
 
@@ -386,7 +383,6 @@ mod tests {
             args(&script, &["--fault-every", "30s"]),
             "shorter than --duration",
         );
-        refused(args(&script, &["--processes", "2"]), "one process");
         refused(args("/nonexistent/cluster", &[]), "no cluster script");
     }
 }

@@ -8,18 +8,16 @@ use std::time::Duration;
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
 use tokio::sync::watch;
-use txretry::TxOptions;
 
 use crate::backend::{self, LabDb};
-use crate::cli::Cli;
+use crate::cli::RunArgs;
 use crate::error::describe;
 use crate::fault::FaultPlan;
 use crate::hints;
 use crate::json;
-use crate::multi::{self, Fleet, Interrupts};
 use crate::presets::Preset;
 use crate::report::{self, RunReport, Setup};
-use crate::run::{RunSpec, run};
+use crate::run::{RunResult, RunSpec, run};
 use crate::server::{self, Facts};
 use crate::signals::{self, CtrlC};
 use crate::target::Target;
@@ -28,6 +26,89 @@ use crate::target::Target;
 /// passwords.
 #[derive(Debug)]
 pub struct Fatal(pub String);
+
+/// Ctrl-C as a run sees it.
+#[derive(Clone, Debug)]
+pub struct Interrupts {
+    /// 0, then 1 after the first Ctrl-C, 2 after the second.
+    pub level: watch::Receiver<u8>,
+}
+
+/// Where each preset's run happens: here, in this process ([`InProcess`], the lab), or
+/// spread over several processes (`txretry-bench run --processes N`).
+pub trait Place {
+    /// How many processes run the workload at once.
+    fn processes(&self) -> usize;
+
+    /// The connections this process's pool opens, for `workers` workers.
+    fn pool_size(&self, workers: usize) -> usize;
+
+    /// The connections the server must take in all for `workers` workers each, and the
+    /// flags that ask for them (for the message when it cannot).
+    fn connections(&self, workers: usize) -> (u64, String);
+
+    /// Runs `spec` on fresh tables in `pool`'s database (`db_url`: how other processes
+    /// connect to it) and checks them; `Ok(None)`: Ctrl-C stopped it before anything
+    /// complete was measured.
+    fn run<DB>(
+        &self,
+        pool: &Pool<DB>,
+        target: &Target,
+        db_url: &str,
+        spec: &RunSpec,
+        stop: &Arc<AtomicBool>,
+        interrupts: &Interrupts,
+    ) -> impl Future<Output = Result<Option<RunResult>, Fatal>>
+    where
+        DB: LabDb,
+        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        DB::Arguments: IntoArguments<DB>,
+        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
+        usize: ColumnIndex<DB::Row>;
+}
+
+/// The lab's own place: every run in this process, one worker per connection.
+#[derive(Clone, Copy, Debug)]
+pub struct InProcess;
+
+impl Place for InProcess {
+    fn processes(&self) -> usize {
+        1
+    }
+
+    fn pool_size(&self, workers: usize) -> usize {
+        workers
+    }
+
+    fn connections(&self, workers: usize) -> (u64, String) {
+        (workers as u64, format!("--workers {workers}"))
+    }
+
+    async fn run<DB>(
+        &self,
+        pool: &Pool<DB>,
+        target: &Target,
+        _db_url: &str,
+        spec: &RunSpec,
+        stop: &Arc<AtomicBool>,
+        _interrupts: &Interrupts,
+    ) -> Result<Option<RunResult>, Fatal>
+    where
+        DB: LabDb,
+        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        DB::Arguments: IntoArguments<DB>,
+        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
+        usize: ColumnIndex<DB::Row>,
+    {
+        run(pool, spec, stop).await.map(Some).map_err(|e| {
+            Fatal(target.scrub(&format!(
+                "could not set up the {} tables: {}",
+                spec.workload.as_str(),
+                describe(&e)
+            )))
+        })
+    }
+}
 
 /// A path for the embedded SQLite file in a new temp dir; the dir (and the file) go when
 /// the returned guard is dropped.
@@ -44,49 +125,41 @@ pub fn temp_sqlite_file() -> Result<(tempfile::TempDir, std::path::PathBuf), Fat
     Ok((dir, file))
 }
 
-/// Runs the lab and returns every run's report; `faults` (checked by
-/// [`FaultPlan::from_flags`]) are injected during each run.
-pub async fn main(
-    cli: &Cli,
+/// Runs the lab and returns every run's report: each selected preset on fresh tables, in
+/// `place`; `faults` (checked by [`FaultPlan::from_flags`]) are injected during each run.
+pub async fn main<P: Place>(
+    args: &RunArgs,
     target: &Target,
     faults: Option<FaultPlan>,
+    place: &P,
 ) -> Result<Vec<RunReport>, Fatal> {
-    let rows = cli.rows.unwrap_or_else(|| cli.workload.default_rows());
-    if target.is_sqlite() && cli.isolation.is_some() {
+    let rows = args.rows.unwrap_or_else(|| args.workload.default_rows());
+    if target.is_sqlite() && args.isolation.is_some() {
         eprintln!(
             "note: --isolation is ignored on SQLite (its transactions are always serializable)"
         );
     }
+    let processes = place.processes();
     let setup = Setup {
         db: target.to_string(),
         engine: target.engine(),
-        workload: cli.workload.as_str(),
-        isolation: match (target.is_sqlite(), cli.isolation) {
+        workload: args.workload.as_str(),
+        isolation: match (target.is_sqlite(), args.isolation) {
             (true, _) => "serializable".to_owned(),
             (false, Some(level)) => level.as_str().to_owned(),
             (false, None) => report::SERVER_DEFAULT.to_owned(),
         },
-        sqlite_begin: target.is_sqlite().then(|| cli.sqlite_begin.as_str()),
+        sqlite_begin: target.is_sqlite().then(|| args.sqlite_begin.as_str()),
         rows,
-        workers: cli.workers,
-        processes: cli.processes,
-        duration: cli.duration,
+        workers: args.workers,
+        processes,
+        duration: args.duration,
     };
-    let mut options = TxOptions::new().sqlite_begin(cli.sqlite_begin.begin());
-    if let (false, Some(level)) = (target.is_sqlite(), cli.isolation) {
-        options = options.isolation(level.level());
-    }
     let spec = RunSpec {
-        workload: cli.workload,
-        rows,
-        workers: cli.workers,
-        duration: cli.duration,
-        options,
-        preset: Preset::Default,
-        first_worker: 0,
         faults: faults.clone(),
+        ..RunSpec::of(args, target, rows)
     };
-    let presets = Preset::selected_list(&cli.policy);
+    let presets = Preset::selected_list(&args.policy);
     let connect_error = |e: sqlx::Error| {
         Fatal(target.scrub(&format!("could not connect to {target}: {}", describe(&e))))
     };
@@ -98,7 +171,6 @@ pub async fn main(
             plan.cluster.display()
         );
     }
-    let processes = cli.processes;
     if processes > 1
         && let Target::Sqlite(url) = target
         && (url.contains(":memory:") || url.contains("mode=memory"))
@@ -115,18 +187,17 @@ pub async fn main(
             .is_some_and(|url| crate::target::servers(url).len() > 1)
     {
         return Err(Fatal(
-            "several servers in --db need --processes 2 or more (process i connects to server i mod their number)".into(),
+            "several servers in --db are for several processes (txretry-bench run --processes N: process i connects to server i mod their number)".into(),
         ));
     }
-    // With several processes this one only creates, checks and drops the tables.
-    let pool_size = if processes > 1 { 1 } else { cli.workers };
-    let run = |db_url: Option<String>, facts: Facts| Runs {
+    let pool_size = place.pool_size(args.workers);
+    let run = |db_url: String, facts: Facts| Runs {
         target,
         setup: named_isolation(&setup, &facts),
         spec: &spec,
         presets: &presets,
-        as_json: cli.json,
-        fleet: db_url.map(|url| (cli, url)),
+        as_json: args.json,
+        db_url,
         facts,
     };
     match target {
@@ -135,18 +206,14 @@ pub async fn main(
             let pool = backend::sqlite_file(&file, pool_size)
                 .await
                 .map_err(connect_error)?;
-            let url = (processes > 1).then(|| format!("sqlite://{}", file.display()));
-            run_presets(&pool, run(url, Facts::default())).await
+            let url = format!("sqlite://{}", file.display());
+            run_presets(&pool, place, run(url, Facts::default())).await
         }
         Target::Sqlite(url) => {
             let pool = backend::sqlite_url(url, pool_size)
                 .await
                 .map_err(|e| Fatal(target.scrub(&backend::sqlite_open_failure(url, &e))))?;
-            run_presets(
-                &pool,
-                run((processes > 1).then(|| url.clone()), Facts::default()),
-            )
-            .await
+            run_presets(&pool, place, run(url.clone(), Facts::default())).await
         }
         Target::Postgres(url) => {
             let url = first_server.unwrap_or(url);
@@ -157,34 +224,24 @@ pub async fn main(
             }
             .map_err(connect_error)?;
             let facts = server::postgres(&pool).await;
-            enough_connections(&facts, cli)?;
-            run_presets(&pool, run((processes > 1).then(|| url.to_owned()), facts)).await
+            enough_connections(&facts, place.connections(args.workers))?;
+            run_presets(&pool, place, run(url.to_owned(), facts)).await
         }
         Target::MySql(url) => {
             let pool = backend::mysql(first_server.unwrap_or(url), pool_size)
                 .await
                 .map_err(connect_error)?;
             let facts = server::mysql(&pool).await;
-            enough_connections(&facts, cli)?;
-            run_presets(&pool, run((processes > 1).then(|| url.clone()), facts)).await
+            enough_connections(&facts, place.connections(args.workers))?;
+            run_presets(&pool, place, run(url.clone(), facts)).await
         }
     }
 }
 
 /// Refuses a run that needs more connections than the server ever accepts (its workers
 /// would wait out the pool's acquire timeout and fail), and warns when other clients hold
-/// so many that some may.
-fn enough_connections(facts: &Facts, cli: &Cli) -> Result<(), Fatal> {
-    let workers = cli.workers as u64;
-    let (needed, flags) = if cli.processes > 1 {
-        // Every child's pool, plus the parent's one connection.
-        (
-            workers * cli.processes as u64 + 1,
-            format!("--processes {} x --workers {}", cli.processes, cli.workers),
-        )
-    } else {
-        (workers, format!("--workers {}", cli.workers))
-    };
+/// so many that some may. `needed` and the flags that ask for them: [`Place::connections`].
+fn enough_connections(facts: &Facts, (needed, flags): (u64, String)) -> Result<(), Fatal> {
     if let Some(why) = server::too_many(facts, needed, &flags) {
         return Err(Fatal(why));
     }
@@ -213,64 +270,18 @@ struct Runs<'a> {
     spec: &'a RunSpec,
     presets: &'a [Preset],
     as_json: bool,
-    /// With `--processes` above 1: the command line and the URL the children connect to.
-    fleet: Option<(&'a Cli, String)>,
+    /// How other processes connect to the database (it may hold a password).
+    db_url: String,
     /// What the server said about itself (nothing for SQLite).
     facts: Facts,
 }
 
-/// Runs this process as a child of a `--processes` run (see [`multi`]): the tables named
-/// `prefix` exist; the database URL comes from the environment.
-pub async fn child(cli: &Cli, target: &Target, prefix: &str) -> Result<(), Fatal> {
-    let rows = cli.rows.unwrap_or_else(|| cli.workload.default_rows());
-    let mut options = TxOptions::new().sqlite_begin(cli.sqlite_begin.begin());
-    if let (false, Some(level)) = (target.is_sqlite(), cli.isolation) {
-        options = options.isolation(level.level());
-    }
-    let spec = RunSpec {
-        workload: cli.workload,
-        rows,
-        workers: cli.workers,
-        duration: cli.duration,
-        options,
-        preset: Preset::selected_list(&cli.policy)
-            .first()
-            .copied()
-            .unwrap_or(Preset::Default),
-        first_worker: cli
-            .child_index
-            .saturating_mul(u32::try_from(cli.workers).unwrap_or(u32::MAX)),
-        faults: None,
-    };
-    let prefix = prefix.to_owned();
-    let connect_error = |e: sqlx::Error| {
-        Fatal(target.scrub(&format!("could not connect to {target}: {}", describe(&e))))
-    };
-    match target {
-        Target::EmbeddedSqlite => Err(Fatal("a child needs the parent's database".into())),
-        Target::Sqlite(url) => {
-            let pool = backend::sqlite_url(url, cli.workers)
-                .await
-                .map_err(connect_error)?;
-            multi::child(pool, spec, prefix, cli.child_index).await
-        }
-        Target::Postgres(url) => {
-            let pool = backend::postgres(url, cli.workers)
-                .await
-                .map_err(connect_error)?;
-            multi::child(pool, spec, prefix, cli.child_index).await
-        }
-        Target::MySql(url) => {
-            let pool = backend::mysql(url, cli.workers)
-                .await
-                .map_err(connect_error)?;
-            multi::child(pool, spec, prefix, cli.child_index).await
-        }
-    }
-}
-
 /// Runs the presets one after the other and prints the report.
-async fn run_presets<DB>(pool: &Pool<DB>, runs: Runs<'_>) -> Result<Vec<RunReport>, Fatal>
+async fn run_presets<DB, P: Place>(
+    pool: &Pool<DB>,
+    place: &P,
+    runs: Runs<'_>,
+) -> Result<Vec<RunReport>, Fatal>
 where
     DB: LabDb,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -284,7 +295,7 @@ where
         spec,
         presets,
         as_json,
-        ref fleet,
+        ref db_url,
         ref facts,
     } = runs;
     let stop = Arc::new(AtomicBool::new(false));
@@ -316,31 +327,15 @@ where
             preset,
             ..spec.clone()
         };
-        if let Some((cli, url)) = fleet {
-            let fleet = Fleet {
-                cli,
-                db_url: url,
-                processes: setup.processes,
-            };
-            match multi::run_processes(pool, target, fleet, &spec, &interrupts).await {
-                Ok(Some(result)) => reports.push(RunReport::new(setup, result).scrubbed(target)),
-                Ok(None) => break,
-                Err(fatal) => {
-                    watcher.abort();
-                    return Err(fatal);
-                }
-            }
-            continue;
-        }
-        match run(pool, &spec, &stop).await {
-            Ok(result) => reports.push(RunReport::new(setup, result).scrubbed(target)),
-            Err(e) => {
+        match place
+            .run(pool, target, db_url, &spec, &stop, &interrupts)
+            .await
+        {
+            Ok(Some(result)) => reports.push(RunReport::new(setup, result).scrubbed(target)),
+            Ok(None) => break,
+            Err(fatal) => {
                 watcher.abort();
-                return Err(Fatal(target.scrub(&format!(
-                    "could not set up the {} tables: {}",
-                    spec.workload.as_str(),
-                    describe(&e)
-                ))));
+                return Err(fatal);
             }
         }
     }
@@ -349,7 +344,7 @@ where
     // wait for them long.
     let _ = tokio::time::timeout(CLOSE_WAIT, pool.close()).await;
     if signals::quitting() {
-        // The tables are dropped (run.rs, multi/); the temp dir goes when the caller
+        // The tables are dropped (by the place's run); the temp dir goes when the caller
         // returns. Nothing measured is complete enough to report.
         eprintln!("quit: no report");
         return Ok(Vec::new());

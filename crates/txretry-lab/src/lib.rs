@@ -12,7 +12,6 @@ pub mod grid;
 pub mod hints;
 pub mod json;
 pub mod lab;
-pub mod multi;
 pub mod presets;
 pub mod progress;
 pub mod report;
@@ -26,6 +25,13 @@ pub mod workload;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+
+use crate::cli::RunArgs;
+use crate::lab::Fatal;
+use crate::report::RunReport;
+use crate::target::Target;
 
 /// Exit code when an invariant check failed.
 pub const EXIT_INVARIANT_FAILED: u8 = 1;
@@ -64,4 +70,44 @@ pub fn clap_exit(error: &clap::Error) -> ExitCode {
     };
     eprint!("{}", txretry::sqlx::redact::scrub(&text, &secrets));
     ExitCode::from(code)
+}
+
+/// The target `args` name, checked with the rest of what can be checked before anything
+/// connects; else a usage error's kind and message (which never hold the URL: it may hold
+/// a password).
+pub fn checked_target(args: &RunArgs) -> Result<Target, (ErrorKind, String)> {
+    let target = Target::parse(&args.db).map_err(|why| {
+        (
+            ErrorKind::InvalidValue,
+            format!("invalid value for '--db <DB>': {why}"),
+        )
+    })?;
+    let rows = args.rows.unwrap_or_else(|| args.workload.default_rows());
+    if rows < args.workload.min_rows() {
+        let message = format!(
+            "--workload {} needs --rows {} or more (got {rows})",
+            args.workload.as_str(),
+            args.workload.min_rows()
+        );
+        return Err((ErrorKind::ValueValidation, message));
+    }
+    Ok(target)
+}
+
+/// The exit code of an invocation that ran ([`lab::main`]'s result), saying on stderr what
+/// stopped it, if anything did.
+pub fn exit_code(result: Result<Vec<RunReport>, Fatal>, target: &Target) -> ExitCode {
+    match result {
+        Ok(reports) if reports.iter().any(|r| !r.invariant_ok) => {
+            ExitCode::from(EXIT_INVARIANT_FAILED)
+        }
+        Ok(reports) if reports.iter().any(|r| r.interrupted) => ExitCode::from(EXIT_INTERRUPTED),
+        // Every invocation runs at least one preset: none ran, so Ctrl-C came first.
+        Ok(reports) if reports.is_empty() => ExitCode::from(EXIT_INTERRUPTED),
+        Ok(_) => ExitCode::SUCCESS,
+        Err(Fatal(message)) => {
+            eprintln!("error: {}", target.scrub(&message));
+            ExitCode::from(EXIT_NOT_RUN)
+        }
+    }
 }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use txretry::{Admission, RetryPolicy, TxOptions};
 
 use crate::backend::LabDb;
-use crate::cli::Workload;
+use crate::cli::{RunArgs, Workload};
 use crate::error::TxError;
 use crate::error::describe;
 use crate::fault::{self, FaultPlan, Injected};
@@ -20,6 +20,7 @@ use crate::presets::Preset;
 use crate::progress::{Counts, Progress};
 use crate::signals;
 use crate::stats::{Live, RetryCounter, Tally};
+use crate::target::Target;
 use crate::timeline::{self, Commit, EventLog, Failure, FaultTimeline};
 use crate::workload::{Invariant, MAX_AMOUNT, Schema, Transfer};
 
@@ -43,6 +44,30 @@ pub struct RunSpec {
     pub first_worker: u32,
     /// Faults to inject into an HA cluster during the run (`--fault`).
     pub faults: Option<FaultPlan>,
+}
+
+impl RunSpec {
+    /// The run `args` ask for on `target`, with `rows` rows: the first preset they name,
+    /// in a single process, without faults.
+    pub fn of(args: &RunArgs, target: &Target, rows: u32) -> RunSpec {
+        let mut options = TxOptions::new().sqlite_begin(args.sqlite_begin.begin());
+        if let (false, Some(level)) = (target.is_sqlite(), args.isolation) {
+            options = options.isolation(level.level());
+        }
+        RunSpec {
+            workload: args.workload,
+            rows,
+            workers: args.workers,
+            duration: args.duration,
+            options,
+            preset: Preset::selected_list(&args.policy)
+                .first()
+                .copied()
+                .unwrap_or(Preset::Default),
+            first_worker: 0,
+            faults: None,
+        }
+    }
 }
 
 /// What a run measured.

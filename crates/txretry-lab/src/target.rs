@@ -127,7 +127,7 @@ impl Target {
 }
 
 /// The servers a `--db` URL names: several servers of one cluster may be given
-/// comma-separated (`mysql://node1/test,mysql://node2/test`, for `--processes`: process `i`
+/// comma-separated (`mysql://node1/test,mysql://node2/test`, for `txretry-bench run --processes`: process `i`
 /// connects to server `i` mod their number). A comma not followed by `scheme://` is part
 /// of the URL.
 pub fn servers(url: &str) -> Vec<&str> {

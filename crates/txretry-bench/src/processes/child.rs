@@ -8,20 +8,61 @@ use std::time::Duration;
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
 use tokio::sync::oneshot;
 
-use super::{ChildReport, FAIL_CHILD_ENV, GO, READY, STOP};
-use crate::backend::LabDb;
-use crate::lab::Fatal;
-use crate::run::{RunSpec, drive};
-use crate::workload::Schema;
+use super::{CHILD_DB_ENV, ChildReport, FAIL_CHILD_ENV, GO, READY, STOP};
+use txretry_lab::backend::{self, LabDb};
+use txretry_lab::cli::RunArgs;
+use txretry_lab::error::describe;
+use txretry_lab::lab::Fatal;
+use txretry_lab::run::{RunSpec, drive};
+use txretry_lab::target::Target;
+use txretry_lab::workload::Schema;
 
-/// Runs this process as child `cli.child_index` of a `--processes` run on the tables
-/// named `prefix`, on `pool` (one connection per worker).
-pub async fn child<DB>(
-    pool: Pool<DB>,
-    spec: RunSpec,
-    prefix: String,
-    index: u32,
-) -> Result<(), Fatal>
+/// Runs this process as child `index` of a `--processes` run on the tables named `prefix`
+/// (they exist; the database URL comes from the environment), with `args`'s workload,
+/// workers and first policy.
+pub async fn main(args: &RunArgs, prefix: &str, index: u32) -> Result<(), Fatal> {
+    let Some(target) = std::env::var(CHILD_DB_ENV)
+        .ok()
+        .and_then(|url| Target::parse(&url).ok())
+    else {
+        return Err(Fatal(
+            "--child-tables is internal to --processes (no database was handed over)".into(),
+        ));
+    };
+    let rows = args.rows.unwrap_or_else(|| args.workload.default_rows());
+    let spec = RunSpec {
+        first_worker: index.saturating_mul(u32::try_from(args.workers).unwrap_or(u32::MAX)),
+        ..RunSpec::of(args, &target, rows)
+    };
+    let prefix = prefix.to_owned();
+    let connect_error = |e: sqlx::Error| {
+        Fatal(target.scrub(&format!("could not connect to {target}: {}", describe(&e))))
+    };
+    match &target {
+        Target::EmbeddedSqlite => Err(Fatal("a child needs the parent's database".into())),
+        Target::Sqlite(url) => {
+            let pool = backend::sqlite_url(url, args.workers)
+                .await
+                .map_err(connect_error)?;
+            run(pool, spec, prefix, index).await
+        }
+        Target::Postgres(url) => {
+            let pool = backend::postgres(url, args.workers)
+                .await
+                .map_err(connect_error)?;
+            run(pool, spec, prefix, index).await
+        }
+        Target::MySql(url) => {
+            let pool = backend::mysql(url, args.workers)
+                .await
+                .map_err(connect_error)?;
+            run(pool, spec, prefix, index).await
+        }
+    }
+}
+
+/// Runs child `index` on `pool` (one connection per worker): ready, go, run, report.
+async fn run<DB>(pool: Pool<DB>, spec: RunSpec, prefix: String, index: u32) -> Result<(), Fatal>
 where
     DB: LabDb,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,

@@ -1,8 +1,8 @@
-//! `--processes N`: several processes run the workload at once against one set of tables,
-//! as several instances of a service would.
+//! `txretry-bench run --processes N`: several processes run the lab's workload at once
+//! against one set of tables, as several instances of a service would.
 //!
-//! The parent creates the tables, starts N copies of its own binary as children (hidden
-//! `--child-tables PREFIX --child-index I` flags, the same workload, policy, duration and
+//! The parent creates the tables, starts N copies of its own binary as children (`run` with
+//! the hidden `--child-tables PREFIX --child-index I` flags, the same workload, policy, duration and
 //! `--workers`; the database URL goes in the environment, never on a command line), and
 //! talks to each over its stdin and stdout:
 //!
@@ -30,15 +30,13 @@ mod report;
 
 use std::time::Duration;
 
-use tokio::sync::watch;
-
-pub use child::child;
-pub use parent::{Fleet, run_processes};
-pub use report::{Aggregate, ChildReport, aggregate};
+pub use child::main as child;
+pub use parent::Processes;
+pub use report::{ChildReport, aggregate};
 
 /// The environment variable that hands a child the database URL (a URL may hold a
 /// password, and command lines are visible to every user of the machine).
-pub const CHILD_DB_ENV: &str = "TXRETRY_LAB_CHILD_DB";
+pub const CHILD_DB_ENV: &str = "TXRETRY_BENCH_CHILD_DB";
 /// A child's first line on stdout: connected, waiting for [`GO`].
 const READY: &str = "ready";
 /// The parent's line that starts every child at once.
@@ -49,13 +47,6 @@ const STOP: &str = "stop";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Tests only: `I` makes child `I` fail before it is ready, `I:run` once it has started
 /// (exit code 3 either way), to check how the parent copes.
-pub const FAIL_CHILD_ENV: &str = "TXRETRY_LAB_FAIL_CHILD";
+pub const FAIL_CHILD_ENV: &str = "TXRETRY_BENCH_FAIL_CHILD";
 /// How much of a failed child's stderr the parent repeats.
 const STDERR_TAIL: usize = 2000;
-
-/// Ctrl-C as the parent sees it.
-#[derive(Clone, Debug)]
-pub struct Interrupts {
-    /// 0, then 1 after the first Ctrl-C, 2 after the second.
-    pub level: watch::Receiver<u8>,
-}

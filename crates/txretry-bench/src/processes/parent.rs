@@ -2,6 +2,8 @@
 //! reports, check the invariant once and drop the tables.
 
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
@@ -9,34 +11,84 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::{
-    CHILD_DB_ENV, ChildReport, GO, Interrupts, READY, READY_TIMEOUT, STDERR_TAIL, STOP, aggregate,
-};
-use crate::backend::LabDb;
-use crate::cli::Cli;
-use crate::duration::format_duration;
-use crate::error;
-use crate::lab::Fatal;
-use crate::progress::Progress;
-use crate::run::{RunResult, RunSpec};
-use crate::target::Target;
-use crate::workload::{Invariant, Schema};
+use super::{CHILD_DB_ENV, ChildReport, GO, READY, READY_TIMEOUT, STDERR_TAIL, STOP, aggregate};
+use txretry_lab::backend::LabDb;
+use txretry_lab::cli::RunArgs;
+use txretry_lab::duration::format_duration;
+use txretry_lab::error;
+use txretry_lab::lab::{Fatal, Interrupts, Place};
+use txretry_lab::progress::Progress;
+use txretry_lab::run::{RunResult, RunSpec};
+use txretry_lab::target::Target;
+use txretry_lab::workload::{Invariant, Schema};
+
+/// The lab's runs in `processes` child processes at once, each with `args`'s workers and
+/// its own pool; this process only creates, checks and drops the tables (one connection).
+#[derive(Clone, Copy, Debug)]
+pub struct Processes<'a> {
+    /// The flags the children run with.
+    pub args: &'a RunArgs,
+    /// How many children.
+    pub processes: usize,
+}
+
+impl Place for Processes<'_> {
+    fn processes(&self) -> usize {
+        self.processes
+    }
+
+    fn pool_size(&self, _workers: usize) -> usize {
+        1
+    }
+
+    fn connections(&self, workers: usize) -> (u64, String) {
+        // Every child's pool, plus the parent's one connection.
+        (
+            workers as u64 * self.processes as u64 + 1,
+            format!("--processes {} x --workers {workers}", self.processes),
+        )
+    }
+
+    async fn run<DB>(
+        &self,
+        pool: &Pool<DB>,
+        target: &Target,
+        db_url: &str,
+        spec: &RunSpec,
+        _stop: &Arc<AtomicBool>,
+        interrupts: &Interrupts,
+    ) -> Result<Option<RunResult>, Fatal>
+    where
+        DB: LabDb,
+        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        DB::Arguments: IntoArguments<DB>,
+        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
+        usize: ColumnIndex<DB::Row>,
+    {
+        let fleet = Fleet {
+            args: self.args,
+            db_url,
+            processes: self.processes,
+        };
+        run_processes(pool, target, fleet, spec, interrupts).await
+    }
+}
 
 /// What the children are to run, besides the preset.
 #[derive(Clone, Copy, Debug)]
-pub struct Fleet<'a> {
-    /// The command line the parent was given.
-    pub cli: &'a Cli,
+struct Fleet<'a> {
+    /// The flags the parent was given.
+    args: &'a RunArgs,
     /// The database, for connecting only (it may hold a password).
-    pub db_url: &'a str,
+    db_url: &'a str,
     /// How many children.
-    pub processes: usize,
+    processes: usize,
 }
 
 /// Runs `spec` in `fleet.processes` children on one set of tables, created and checked
 /// and dropped here on `pool`. `Ok(None)`: Ctrl-C came before the children started, or a
 /// second one killed them (the tables are dropped either way).
-pub async fn run_processes<DB>(
+async fn run_processes<DB>(
     pool: &Pool<DB>,
     target: &Target,
     fleet: Fleet<'_>,
@@ -180,8 +232,15 @@ fn tail(stderr: &str) -> String {
 }
 
 /// The arguments of child `index`.
-fn child_args(cli: &Cli, spec: &RunSpec, prefix: &str, index: usize, sqlite: bool) -> Vec<String> {
+fn child_args(
+    cli: &RunArgs,
+    spec: &RunSpec,
+    prefix: &str,
+    index: usize,
+    sqlite: bool,
+) -> Vec<String> {
     let mut args: Vec<String> = [
+        "run",
         "--child-tables",
         prefix,
         "--child-index",
@@ -223,13 +282,13 @@ async fn supervise(
         ))
     })?;
     let sqlite = fleet.db_url.to_ascii_lowercase().starts_with("sqlite");
-    let servers = crate::target::servers(fleet.db_url);
+    let servers = txretry_lab::target::servers(fleet.db_url);
     let mut procs = Vec::with_capacity(total);
     let mut stdins: Vec<ChildStdin> = Vec::with_capacity(total);
     for index in 0..total {
         let mut command = Command::new(&exe);
         command
-            .args(child_args(fleet.cli, spec, prefix, index, sqlite))
+            .args(child_args(fleet.args, spec, prefix, index, sqlite))
             // One server of several (a cluster's nodes) per process, round robin.
             .env(CHILD_DB_ENV, servers[index % servers.len()])
             .env("NO_COLOR", "1")
@@ -374,13 +433,23 @@ async fn finish(mut proc: Proc, total: usize) -> (usize, Result<ChildReport, Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::presets::Preset;
+    use crate::{Bench, Command};
     use clap::Parser;
+    use txretry_lab::presets::Preset;
 
     #[test]
     fn children_get_the_same_run_and_no_url() {
-        let cli = Cli::try_parse_from([
-            "txretry-lab",
+        let run = |args: Vec<String>| match Bench::try_parse_from(
+            std::iter::once("txretry-bench".to_owned()).chain(args),
+        ) {
+            Ok(Bench {
+                command: Command::Run(run),
+            }) => run,
+            other => panic!("not a run: {other:?}"),
+        };
+        let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let parent = run(words(&[
+            "run",
             "--db",
             "postgres://u:secret@h/db",
             "--workload",
@@ -393,8 +462,8 @@ mod tests {
             "8",
             "--duration",
             "1.5s",
-        ])
-        .expect("parses");
+        ]));
+        let cli = &parent.run;
         let spec = RunSpec {
             workload: cli.workload,
             rows: 4,
@@ -405,23 +474,23 @@ mod tests {
             first_worker: 0,
             faults: None,
         };
-        let args = child_args(&cli, &spec, "txlab_1_0", 3, false);
+        let args = child_args(cli, &spec, "txlab_1_0", 3, false);
         let line = args.join(" ");
         assert!(!line.contains("secret") && !line.contains("--db"), "{line}");
         assert!(!line.contains("--processes"), "{line}");
-        let child = Cli::try_parse_from(std::iter::once("txretry-lab".to_owned()).chain(args))
-            .expect("a child's arguments parse");
+        let child = run(args);
         assert_eq!(child.child_tables.as_deref(), Some("txlab_1_0"));
         assert_eq!(child.child_index, 3);
+        assert_eq!(child.processes, None);
+        let child = child.run;
         assert_eq!(child.workload, cli.workload);
         assert_eq!(child.rows, Some(4));
         assert_eq!(child.workers, 8);
         assert_eq!(child.duration, cli.duration);
         assert_eq!(child.isolation, cli.isolation);
-        assert_eq!(child.processes, 1);
         assert_eq!(Preset::selected_list(&child.policy), vec![Preset::Database]);
         // SQLite ignores --isolation; a child is not told it.
-        let sqlite = child_args(&cli, &spec, "txlab_1_0", 0, true);
+        let sqlite = child_args(cli, &spec, "txlab_1_0", 0, true);
         assert!(!sqlite.contains(&"--isolation".to_owned()));
     }
 

@@ -5,9 +5,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::presets::Preset;
-use crate::run::Measured;
-use crate::stats::{Latencies, RetryCounter, Tally};
+use txretry_lab::presets::Preset;
+use txretry_lab::run::Measured;
+use txretry_lab::stats::{Latencies, RetryCounter, Tally};
 
 /// What one child measured, as it prints it (one line of JSON on stdout).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(t.failed(), 5);
         let by_kind = all.retries.by_kind();
         assert_eq!(by_kind["serialization_failure"], 2);
-        assert_eq!(by_kind[crate::stats::AMBIGUOUS], 2);
+        assert_eq!(by_kind[txretry_lab::stats::AMBIGUOUS], 2);
         assert_eq!(all.retries.total(), 4);
         assert!(all.interrupted);
         assert_eq!(all.committed_by_process, vec![3, 2]);
@@ -206,7 +206,7 @@ mod tests {
         assert_eq!(all.elapsed, Duration::from_micros(5_010_000));
         assert_eq!(t.committed_keys.len(), 5);
         // Percentiles over every sample together, not the average of each child's.
-        let p = crate::stats::Percentiles::of(&t.latencies);
+        let p = txretry_lab::stats::Percentiles::of(&t.latencies);
         assert_eq!(p.p50, Some(3.0));
         assert_eq!(p.max, Some(10.0));
         assert_eq!(p.p95, Some(10.0));

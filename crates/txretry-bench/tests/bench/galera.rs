@@ -3,7 +3,7 @@
 //! Ignored by the plain run; `.ci/containers` runs it with `--include-ignored` and
 //! `TXRETRY_REQUIRE_GALERA=1`.
 
-use crate::{check_run_shape, json_runs, lab, texts};
+use crate::{check_run_shape, json_runs, run, texts};
 
 /// Transfers between a few accounts from three processes, each on its own node: writers
 /// on different nodes conflict at certification, the exp-jitter policy retries every one
@@ -15,7 +15,7 @@ fn three_processes_on_three_galera_nodes_keep_the_invariant() {
     let Some(urls) = txretry_testkit::galera_cluster("lab_galera_three_nodes") else {
         return;
     };
-    let output = lab(&[
+    let output = run(&[
         "--db",
         &urls.join(","),
         "--processes",
@@ -50,23 +50,5 @@ fn three_processes_on_three_galera_nodes_keep_the_invariant() {
     assert!(
         run["retries_by_kind"]["deadlock"].as_u64() > Some(0),
         "{run}"
-    );
-}
-
-/// Several servers without `--processes` are refused (exit 2) before anything runs.
-#[test]
-fn several_servers_need_several_processes() {
-    let output = lab(&[
-        "--db",
-        "mysql://root:s3cret@127.0.0.1:1/test,mysql://root:s3cret@127.0.0.1:2/test",
-        "--duration",
-        "1s",
-    ]);
-    let (stdout, stderr) = texts(&output);
-    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
-    assert!(stderr.contains("--processes 2 or more"), "{stderr}");
-    assert!(
-        !stdout.contains("s3cret") && !stderr.contains("s3cret"),
-        "{stderr}"
     );
 }

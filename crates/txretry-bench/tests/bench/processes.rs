@@ -1,7 +1,7 @@
 //! `--processes N`: N child processes against one set of tables, one aggregated report,
 //! one invariant check.
 
-use crate::{check_run_shape, json_runs, lab, texts};
+use crate::{check_run_shape, json_runs, run, texts};
 
 /// Checks a `--processes` run: one run object, its processes' commits add up, each
 /// process committed, and the single invariant check over the shared tables held.
@@ -53,7 +53,7 @@ fn two_processes_share_one_postgres_bank() {
     let Some(url) = txretry_testkit::postgres_url("lab_postgres_two_processes") else {
         return;
     };
-    let output = lab(&[
+    let output = run(&[
         "--db",
         &url,
         "--processes",
@@ -75,7 +75,7 @@ fn two_processes_share_one_postgres_bank() {
 
 #[test]
 fn two_processes_share_one_sqlite_file() {
-    let output = lab(&[
+    let output = run(&[
         "--processes",
         "2",
         "--workers",
@@ -92,7 +92,7 @@ fn two_processes_share_one_sqlite_file() {
 
 #[test]
 fn several_processes_print_one_human_report() {
-    let output = lab(&[
+    let output = run(&[
         "--processes",
         "2",
         "--workers",
@@ -109,14 +109,15 @@ fn several_processes_print_one_human_report() {
     assert!(stdout.contains("by process"), "{stdout}");
 }
 
-/// Runs the lab with `args` and `TXRETRY_LAB_FAIL_CHILD=fail`.
-fn lab_with_failing_child(args: &[&str], fail: &str) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_txretry-lab"))
+/// Runs `txretry-bench run` with `args` and `TXRETRY_BENCH_FAIL_CHILD=fail`.
+fn run_with_failing_child(args: &[&str], fail: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_txretry-bench"))
+        .arg("run")
         .args(args)
         .env("NO_COLOR", "1")
-        .env("TXRETRY_LAB_FAIL_CHILD", fail)
+        .env("TXRETRY_BENCH_FAIL_CHILD", fail)
         .output()
-        .expect("the txretry-lab binary runs")
+        .expect("the txretry-bench binary runs")
 }
 
 #[test]
@@ -136,7 +137,7 @@ fn a_child_that_fails_fails_the_run() {
         ("1", "before it was ready"),
         ("2:run", "exited with code 3"),
     ] {
-        let output = lab_with_failing_child(&args, fail);
+        let output = run_with_failing_child(&args, fail);
         let (stdout, stderr) = texts(&output);
         assert_eq!(output.status.code(), Some(2), "{fail}: stderr:\n{stderr}");
         assert!(stdout.is_empty(), "{fail}: no report: {stdout}");
@@ -148,7 +149,7 @@ fn a_child_that_fails_fails_the_run() {
         assert!(stderr.contains(when), "{fail}: {stderr}");
         // The child's own words are repeated.
         assert!(
-            stderr.contains("as TXRETRY_LAB_FAIL_CHILD asks"),
+            stderr.contains("as TXRETRY_BENCH_FAIL_CHILD asks"),
             "{fail}: {stderr}"
         );
     }
@@ -159,8 +160,9 @@ fn a_child_that_fails_fails_the_run() {
 fn ctrl_c_stops_every_child_and_still_reports() {
     use std::io::Read;
     use std::process::{Command, Stdio};
-    let mut parent = Command::new(env!("CARGO_BIN_EXE_txretry-lab"))
+    let mut parent = Command::new(env!("CARGO_BIN_EXE_txretry-bench"))
         .args([
+            "run",
             "--processes",
             "2",
             "--workers",
@@ -175,7 +177,7 @@ fn ctrl_c_stops_every_child_and_still_reports() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("the txretry-lab binary runs");
+        .expect("the txretry-bench binary runs");
     // Let the children start (if they have not, the run stops before it starts: exit 130
     // with no run, which the assertions below reject, so the test says so).
     std::thread::sleep(std::time::Duration::from_secs(2));
@@ -222,4 +224,48 @@ fn ctrl_c_stops_every_child_and_still_reports() {
         "{}",
         runs[0]
     );
+}
+
+#[test]
+fn processes_out_of_range() {
+    for (args, expected) in [
+        (&["--processes", "0"][..], "from 1 to 64"),
+        (&["--processes", "65"], "from 1 to 64"),
+        (&[], "--processes"),
+    ] {
+        let output = run(args);
+        let (stdout, stderr) = texts(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: stderr:\n{stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: {expected:?} missing in:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn several_processes_cannot_share_an_in_memory_database() {
+    let output = run(&[
+        "--db",
+        "sqlite::memory:",
+        "--processes",
+        "2",
+        "--duration",
+        "200ms",
+    ]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("in-memory"), "{stderr}");
+}
+
+#[test]
+fn the_child_flag_is_internal() {
+    // Without the parent's handover it refuses to run, and touches nothing.
+    let output = run(&["--child-tables", "txlab_1_0", "--duration", "200ms"]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("internal to --processes"), "{stderr}");
 }

@@ -1,25 +1,9 @@
-//! Runs the built `txretry-bench sweep` as a user would: a short sweep on the embedded
-//! SQLite (table, JSON, plot), the pgbench row on Postgres, and bad input.
+//! `txretry-bench sweep`: a short sweep on the embedded SQLite (table, JSON, plot), the
+//! pgbench row on Postgres, bad input and Ctrl-C.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-/// Runs `txretry-bench` with `args`; no colours, no terminal.
-fn bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_txretry-bench"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the txretry-bench binary runs")
-}
-
-/// stdout and stderr as text.
-fn texts(output: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use crate::{bench, texts};
 
 /// The JSON document a `sweep --json` printed.
 fn sweep_json(output: &std::process::Output) -> serde_json::Value {

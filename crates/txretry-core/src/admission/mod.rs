@@ -103,7 +103,7 @@ impl Admission {
     ///
     /// The locks cost something on every transaction that names keys, contended or not,
     /// and pay where several processes collide on the same keys and the database resolves
-    /// the collisions slowly or by aborting: measure with `txretry-lab --processes N`
+    /// the collisions slowly or by aborting: measure with `txretry-bench run --processes N`
     /// (BENCHMARKS.md, section 4).
     /// [`only_for_contended_keys`](Admission::only_for_contended_keys) removes the cost
     /// where nothing collides, at a price described there. The `txretry::docs::admission`

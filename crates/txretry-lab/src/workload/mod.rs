@@ -126,8 +126,9 @@ impl Schema {
         )
     }
 
-    /// The tables another lab process made with [`Schema::new`] (`prefix` is its
-    /// [`Schema::prefix`], checked by [`crate::cli::parse_table_prefix`]).
+    /// The tables another process made with [`Schema::new`] (`prefix` is its
+    /// [`Schema::prefix`], checked by the bench's `--child-tables` parser: `txlab_` and
+    /// digits only).
     pub fn named<DB: LabDb>(workload: Workload, rows: u32, prefix: String) -> Schema {
         let (accounts, ledger, hot, history) = (
             format!("{prefix}_accounts"),

@@ -43,35 +43,9 @@ fn unknown_policy_lists_the_presets() {
 }
 
 #[test]
-fn processes_out_of_range() {
-    assert_usage_error(&["--processes", "0"], "from 1 to 64");
-    assert_usage_error(&["--processes", "65"], "from 1 to 64");
-}
-
-#[test]
-fn several_processes_cannot_share_an_in_memory_database() {
-    let output = lab(&[
-        "--db",
-        "sqlite::memory:",
-        "--processes",
-        "2",
-        "--duration",
-        "200ms",
-    ]);
-    let (stdout, stderr) = texts(&output);
-    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
-    assert!(stdout.is_empty(), "{stdout}");
-    assert!(stderr.contains("in-memory"), "{stderr}");
-}
-
-#[test]
-fn the_child_flag_is_internal() {
-    // Without the parent's handover it refuses to run, and touches nothing.
-    let output = lab(&["--child-tables", "txlab_1_0", "--duration", "200ms"]);
-    let (stdout, stderr) = texts(&output);
-    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
-    assert!(stdout.is_empty(), "{stdout}");
-    assert!(stderr.contains("internal to --processes"), "{stderr}");
+fn processes_are_the_bench_s() {
+    // --processes moved to txretry-bench run: the lab refuses it as an unknown flag.
+    assert_usage_error(&["--processes", "2"], "--processes");
 }
 
 #[test]
@@ -119,4 +93,23 @@ fn unreachable_server_exits_2_without_the_password() {
         }
         assert!(stderr.contains("alice:***@127.0.0.1:1"), "{stderr}");
     }
+}
+
+/// Several servers are for several processes (`txretry-bench run --processes`): the lab
+/// refuses them (exit 2) before anything runs.
+#[test]
+fn several_servers_need_several_processes() {
+    let output = lab(&[
+        "--db",
+        "mysql://root:s3cret@127.0.0.1:1/test,mysql://root:s3cret@127.0.0.1:2/test",
+        "--duration",
+        "1s",
+    ]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stderr.contains("txretry-bench run --processes"), "{stderr}");
+    assert!(
+        !stdout.contains("s3cret") && !stderr.contains("s3cret"),
+        "{stderr}"
+    );
 }
