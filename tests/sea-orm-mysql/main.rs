@@ -19,5 +19,7 @@ mod options;
 #[path = "../sea-orm-shared/bank.rs"]
 mod bank;
 mod contention;
+#[path = "../shared/lost_commit.rs"]
+mod lost_commit;
 #[path = "../shared/transfers.rs"]
 mod transfers;

@@ -21,5 +21,7 @@ mod swallowed_error;
 #[path = "../sea-orm-shared/bank.rs"]
 mod bank;
 mod contention;
+#[path = "../shared/lost_commit.rs"]
+mod lost_commit;
 #[path = "../shared/transfers.rs"]
 mod transfers;

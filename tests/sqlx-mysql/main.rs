@@ -24,5 +24,7 @@ mod unique;
 
 #[path = "../sqlx-shared/bank.rs"]
 mod bank;
+#[path = "../shared/lost_commit.rs"]
+mod lost_commit;
 #[path = "../shared/transfers.rs"]
 mod transfers;
