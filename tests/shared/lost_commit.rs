@@ -119,35 +119,84 @@ fn assert_released(now: Option<usize>, before: Option<usize>, more: usize, why: 
     }
 }
 
+/// One scenario's set-up: a table of its own with `columns` (created directly), the
+/// proxy and the client through it, a recording policy that retries everything, and the
+/// count of connections handed back before the fault is armed (armed last, for one
+/// COMMIT).
+struct Stage<D: LostCommit> {
+    direct: D::Direct,
+    t: String,
+    proxy: CommitFaultProxy,
+    client: D::Client,
+    seen: Seen,
+    policy: RetryPolicy,
+    before: Option<usize>,
+}
+
+impl<D: LostCommit> Stage<D> {
+    async fn new(test: &str, prefix: &str, columns: &str) -> Option<Stage<D>> {
+        let (url, direct) = D::setup(&format!("{} {test}", D::DRIVER)).await?;
+        let t = txretry_testkit::unique_name(prefix);
+        let columns = columns.replace("{TEXT}", D::TEXT);
+        D::exec(
+            &direct,
+            format!("CREATE TABLE {t} ({columns}){}", D::TABLE_OPTIONS),
+        )
+        .await;
+        let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
+        let client = D::via(&proxy).await;
+        let seen = Seen::default();
+        let policy = retry_everything(&seen);
+        let before = D::released_so_far(&client).await;
+        proxy.arm_commit_faults(1);
+        Some(Stage {
+            direct,
+            t,
+            proxy,
+            client,
+            seen,
+            policy,
+            before,
+        })
+    }
+
+    /// `SELECT count(*) FROM` the table `WHERE {condition}`, read directly.
+    async fn count(&self, condition: &str) -> i64 {
+        let t = &self.t;
+        D::count(
+            &self.direct,
+            format!("SELECT count(*) FROM {t} WHERE {condition}"),
+        )
+        .await
+    }
+
+    async fn drop_table(self) {
+        D::exec(&self.direct, format!("DROP TABLE IF EXISTS {}", self.t)).await;
+    }
+}
+
 /// The COMMIT lands, its answer is lost: ambiguous, the call is not run again, the row is
 /// there once, the broken connection is not handed back, and the next call works on a new
 /// one.
 pub async fn ambiguous_and_not_rerun<D: LostCommit>() {
-    let Some((url, direct)) = D::setup(&format!("{} commit fault", D::DRIVER)).await else {
+    // No key: a second run would show as a second row, not as a duplicate-key error.
+    let Some(stage) = Stage::<D>::new("commit fault", "commit_fault", "note {TEXT} NOT NULL").await
+    else {
         return;
     };
-    let t = txretry_testkit::unique_name("commit_fault");
-    // No key: a second run would show as a second row, not as a duplicate-key error.
-    D::exec(
-        &direct,
-        format!(
-            "CREATE TABLE {t} (note {} NOT NULL){}",
-            D::TEXT,
-            D::TABLE_OPTIONS
-        ),
-    )
-    .await;
-    let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
-    let client = D::via(&proxy).await;
-
-    let seen = Seen::default();
-    let policy = retry_everything(&seen);
-    let before = D::released_so_far(&client).await;
-    proxy.arm_commit_faults(1);
+    let Stage {
+        t,
+        proxy,
+        client,
+        seen,
+        policy,
+        before,
+        ..
+    } = &stage;
     let mut sessions = Vec::new();
     let err = within(D::transaction(
-        &client,
-        &policy,
+        client,
+        policy,
         &TxOptions::new(),
         &mut sessions,
         &format!("INSERT INTO {t} VALUES ('order 17')"),
@@ -166,22 +215,19 @@ pub async fn ambiguous_and_not_rerun<D: LostCommit>() {
     assert_eq!(proxy.faults_injected(), 1);
     assert_eq!(proxy.commits_seen(), 1, "one COMMIT went through the proxy");
     // Read over a direct connection: the COMMIT landed, exactly once.
-    assert_eq!(
-        D::count(&direct, format!("SELECT count(*) FROM {t}")).await,
-        1
-    );
+    assert_eq!(stage.count("1 = 1").await, 1);
 
     // The broken connection was closed, not handed back to the pool…
     assert_released(
-        D::released_so_far(&client).await,
-        before,
+        D::released_so_far(client).await,
+        *before,
         1,
         "only the reading's own connection: the runner discarded the one the COMMIT failed on",
     );
     // …and the next call works, on a new one.
     let mut next = Vec::new();
     D::transaction(
-        &client,
+        client,
         &RetryPolicy::disabled(),
         &TxOptions::new(),
         &mut next,
@@ -194,42 +240,36 @@ pub async fn ambiguous_and_not_rerun<D: LostCommit>() {
         next[0], sessions[0],
         "the next call ran on a new connection"
     );
-    assert_eq!(
-        D::count(&direct, format!("SELECT count(*) FROM {t}")).await,
-        2
-    );
-    D::exec(&direct, format!("DROP TABLE IF EXISTS {t}")).await;
+    assert_eq!(stage.count("1 = 1").await, 2);
+    stage.drop_table().await;
 }
 
 /// A call declared idempotent is run again after the ambiguous COMMIT, on a new
 /// connection; keyed by a fixed id, the second run changes nothing: the row is there once.
 pub async fn idempotent_call_retried<D: LostCommit>() {
-    let Some((url, direct)) = D::setup(&format!("{} commit fault idempotent", D::DRIVER)).await
+    let Some(stage) = Stage::<D>::new(
+        "commit fault idempotent",
+        "commit_fault_idem",
+        "id int PRIMARY KEY, note {TEXT} NOT NULL",
+    )
+    .await
     else {
         return;
     };
-    let t = txretry_testkit::unique_name("commit_fault_idem");
-    D::exec(
-        &direct,
-        format!(
-            "CREATE TABLE {t} (id int PRIMARY KEY, note {} NOT NULL){}",
-            D::TEXT,
-            D::TABLE_OPTIONS
-        ),
-    )
-    .await;
-    let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
-    let client = D::via(&proxy).await;
-
-    let seen = Seen::default();
-    let policy = retry_everything(&seen);
+    let Stage {
+        t,
+        proxy,
+        client,
+        seen,
+        policy,
+        before,
+        ..
+    } = &stage;
     let options = TxOptions::new().idempotent(true);
-    let before = D::released_so_far(&client).await;
-    proxy.arm_commit_faults(1);
     let mut sessions = Vec::new();
     let inserted = within(D::transaction(
-        &client,
-        &policy,
+        client,
+        policy,
         &options,
         &mut sessions,
         &D::insert_once(&t, "18, 'order 18'"),
@@ -247,8 +287,8 @@ pub async fn idempotent_call_retried<D: LostCommit>() {
         "the first COMMIT had landed; the retry found the row"
     );
     assert_released(
-        D::released_so_far(&client).await,
-        before,
+        D::released_so_far(client).await,
+        *before,
         2,
         "the reading's own and the second attempt's: the first attempt's was discarded",
     );
@@ -261,21 +301,13 @@ pub async fn idempotent_call_retried<D: LostCommit>() {
     assert!(seen.gave_up().is_empty());
     assert_eq!(proxy.faults_injected(), 1);
     assert_eq!(proxy.commits_seen(), 2);
+    assert_eq!(stage.count("1 = 1").await, 1, "the row exists once");
     assert_eq!(
-        D::count(&direct, format!("SELECT count(*) FROM {t}")).await,
-        1,
-        "the row exists once"
-    );
-    assert_eq!(
-        D::count(
-            &direct,
-            format!("SELECT count(*) FROM {t} WHERE id = 18 AND note = 'order 18'")
-        )
-        .await,
+        stage.count("id = 18 AND note = 'order 18'").await,
         1,
         "the row is the one the call wrote"
     );
-    D::exec(&direct, format!("DROP TABLE IF EXISTS {t}")).await;
+    stage.drop_table().await;
 }
 
 /// The `#[test]` functions of this module for driver `$d`, where it is called.
