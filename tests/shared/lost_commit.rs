@@ -272,7 +272,7 @@ pub async fn idempotent_call_retried<D: LostCommit>() {
         policy,
         &options,
         &mut sessions,
-        &D::insert_once(&t, "18, 'order 18'"),
+        &D::insert_once(t, "18, 'order 18'"),
     ))
     .await
     .expect("the idempotent call is retried and commits");
