@@ -17,9 +17,6 @@
 #[path = "tokio-postgres/common.rs"]
 mod common;
 
-use txretry::{KindSet, Phase, Verdict};
-use txretry_testkit::held_commit::HeldCommit;
-
 use crate::common::*;
 
 fn pooler(test: &str) -> Option<(String, String)> {
@@ -86,57 +83,14 @@ async fn server_link_cut_during_commit_is_ambiguous() {
     let Some((pooled, direct)) = pooler("pgbouncer::commit_cut") else {
         return;
     };
-    let observer = connect(&direct).await;
     let t = table("pgb_commit_cut");
-    observer
-        .batch_execute(&format!("CREATE TABLE {t} (note text NOT NULL)"))
-        .await
-        .expect("create table");
-    let mut held = HeldCommit::install(&direct, &t).await;
-
     // PgBouncer passes application_name on to the server connection it lends: that is how
     // the test knows the backend terminated was the one serving this client's transaction.
     let sep = if pooled.contains('?') { '&' } else { '?' };
     let mut client = connect(&format!("{pooled}{sep}application_name={t}")).await;
-    let killer = held.terminate_in_commit();
-
-    let (policy, seen) = recording(5);
-    let policy = policy.retry_on(KindSet::ALL).build().unwrap();
-    let mut attempts = 0;
-    let err = txretry::tokio_postgres::transaction(&mut client, &policy, async |tx| {
-        attempts += 1;
-        tx.execute(&format!("INSERT INTO {t} VALUES ('order 19')"), &[])
-            .await
-    })
-    .await
-    .expect_err("the server link was cut during COMMIT");
+    let terminated = commit_terminated(&direct, &t, &mut client).await;
     assert_eq!(
-        killer.await.unwrap().application_name,
-        t,
+        terminated.application_name, t,
         "the server connection serving this client was terminated in its COMMIT"
     );
-    eprintln!(
-        "pgbouncer commit cut: the runner returned {err:?}; code {:?}",
-        err.error().code()
-    );
-
-    let outcome = err.outcome();
-    assert_eq!(outcome.verdict(), Verdict::Ambiguous, "{outcome:?}");
-    assert!(outcome.may_have_committed());
-    assert_eq!(outcome.phase(), Phase::Commit);
-    assert_eq!(outcome.attempts(), 1);
-    assert_eq!(attempts, 1, "an ambiguous COMMIT is not run again");
-    assert!(seen.retried().is_empty());
-
-    // The trigger never got its lock: the transaction rolled back with its backend, and
-    // nothing was written twice.
-    let rows: i64 = observer
-        .query_one(&format!("SELECT count(*) FROM {t}"), &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(rows, 0, "the row did not land, and certainly not twice");
-
-    drop_tables(&observer, &[&t]).await;
-    held.remove().await;
 }
