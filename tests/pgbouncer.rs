@@ -17,10 +17,6 @@
 #[path = "tokio-postgres/common.rs"]
 mod common;
 
-use std::time::Duration;
-
-use txretry::{KindSet, Phase, Verdict};
-
 use crate::common::*;
 
 fn pooler(test: &str) -> Option<(String, String)> {
@@ -79,106 +75,22 @@ async fn runner_transactions_work_through_transaction_pooling() {
 }
 
 /// The pooler's server link is cut (`pg_terminate_backend` on the server connection that
-/// PgBouncer lent the transaction) while COMMIT waits in a deferred trigger for an
-/// advisory lock the observer holds.
+/// PgBouncer lent the transaction) while COMMIT waits in txretry-testkit's `HeldCommit`
+/// trigger for an advisory lock a direct session holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a PgBouncer: .ci/containers runs it with --include-ignored"]
 async fn server_link_cut_during_commit_is_ambiguous() {
     let Some((pooled, direct)) = pooler("pgbouncer::commit_cut") else {
         return;
     };
-    let observer = connect(&direct).await;
     let t = table("pgb_commit_cut");
-    let block = format!("{t}_block");
-    observer
-        .batch_execute(&format!(
-            "CREATE TABLE {t} (note text NOT NULL);
-             CREATE FUNCTION {block}() RETURNS trigger LANGUAGE plpgsql AS $$
-             BEGIN
-                 PERFORM pg_advisory_xact_lock(hashtext('{t}'));
-                 RETURN NULL;
-             END $$;
-             CREATE CONSTRAINT TRIGGER {t}_at_commit AFTER INSERT ON {t}
-                 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {block}();
-             SELECT pg_advisory_lock(hashtext('{t}'));"
-        ))
-        .await
-        .expect("set up the blocking trigger");
-
     // PgBouncer passes application_name on to the server connection it lends: that is how
-    // the killer finds the backend serving this client's transaction.
+    // the test knows the backend terminated was the one serving this client's transaction.
     let sep = if pooled.contains('?') { '&' } else { '?' };
     let mut client = connect(&format!("{pooled}{sep}application_name={t}")).await;
-    let killer = {
-        let killer = connect(&direct).await;
-        let t = t.clone();
-        tokio::spawn(async move {
-            for _ in 0..3000 {
-                let row = killer
-                    .query_opt(
-                        "SELECT pid FROM pg_stat_activity \
-                         WHERE application_name = $1 AND state = 'active' \
-                           AND query LIKE '%COMMIT%' AND wait_event_type = 'Lock'",
-                        &[&t],
-                    )
-                    .await
-                    .expect("poll pg_stat_activity");
-                if let Some(row) = row {
-                    let pid: i32 = row.get(0);
-                    return killer
-                        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
-                        .await
-                        .expect("pg_terminate_backend")
-                        .get::<_, bool>(0);
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            panic!("the pooled COMMIT never blocked");
-        })
-    };
-
-    let (policy, seen) = recording(5);
-    let policy = policy.retry_on(KindSet::ALL).build().unwrap();
-    let mut attempts = 0;
-    let err = txretry::tokio_postgres::transaction(&mut client, &policy, async |tx| {
-        attempts += 1;
-        tx.execute(&format!("INSERT INTO {t} VALUES ('order 19')"), &[])
-            .await
-    })
-    .await
-    .expect_err("the server link was cut during COMMIT");
-    assert!(
-        killer.await.unwrap(),
-        "the server connection was terminated"
+    let terminated = commit_terminated(&direct, &t, &mut client).await;
+    assert_eq!(
+        terminated.application_name, t,
+        "the server connection serving this client was terminated in its COMMIT"
     );
-    eprintln!(
-        "pgbouncer commit cut: the runner returned {err:?}; code {:?}",
-        err.error().code()
-    );
-
-    let outcome = err.outcome();
-    assert_eq!(outcome.verdict(), Verdict::Ambiguous, "{outcome:?}");
-    assert!(outcome.may_have_committed());
-    assert_eq!(outcome.phase(), Phase::Commit);
-    assert_eq!(outcome.attempts(), 1);
-    assert_eq!(attempts, 1, "an ambiguous COMMIT is not run again");
-    assert!(seen.retried().is_empty());
-
-    // The trigger never got its lock: the transaction rolled back with its backend, and
-    // nothing was written twice.
-    let rows: i64 = observer
-        .query_one(&format!("SELECT count(*) FROM {t}"), &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(rows, 0, "the row did not land, and certainly not twice");
-
-    observer
-        .batch_execute(&format!(
-            "SELECT pg_advisory_unlock(hashtext('{t}'));
-             DROP TABLE {t};
-             DROP FUNCTION {block}();"
-        ))
-        .await
-        .expect("clean up");
 }

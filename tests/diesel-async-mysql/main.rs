@@ -14,6 +14,7 @@ mod calls;
 mod commit_boundary;
 #[path = "../diesel-async-shared/common.rs"]
 mod common;
+#[path = "../diesel-async-shared/connection_lost.rs"]
 mod connection_lost;
 #[path = "../diesel-async-shared/db.rs"]
 mod db;

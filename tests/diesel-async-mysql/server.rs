@@ -1,9 +1,12 @@
 //! What the shared helpers (`db`) need to know of this binary's server, and what only
-//! MySQL/MariaDB has: connection ids, what diesel-async keeps of an error. Blocking (on
-//! the binary's runtime), so that the shared scenarios and the async tests alike call
-//! them.
+//! MySQL/MariaDB has: connection ids,
+//! what diesel-async keeps of an error. Blocking (on the binary's runtime), so that the
+//! shared scenarios and the async tests alike call them.
 
 use diesel_async::{AsyncMysqlConnection, RunQueryDsl};
+
+use diesel::result::DatabaseErrorKind;
+use txretry::{Classification, Code, TransientKind, Verdict};
 
 use crate::calls::block_on;
 use crate::db::{Number, exec};
@@ -45,6 +48,42 @@ pub fn connection_id(conn: &mut Conn) -> i64 {
     )
     .expect("CONNECTION_ID()")
     .n
+}
+
+/// The session `connection_lost` ends: its connection id.
+pub struct Victim(i64);
+
+/// The session `conn` is, for [`end_session`].
+pub fn victim(conn: &mut Conn) -> Victim {
+    Victim(connection_id(conn))
+}
+
+/// Ends `victim`'s session from `observer`: `KILL CONNECTION`.
+pub async fn end_session(observer: &mut Conn, victim: &Victim) {
+    exec(observer, &format!("KILL CONNECTION {}", victim.0)).await;
+}
+
+/// Asserts that `err`, classified as `classification`, is what a statement gets on a
+/// killed connection: mysql_async's I/O error, which diesel-async keeps only as text (no
+/// SQLSTATE), read back by the adapter as a driver code.
+#[track_caller]
+pub fn assert_connection_lost(err: &diesel::result::Error, classification: &Classification) {
+    assert!(
+        matches!(
+            err,
+            diesel::result::Error::DatabaseError(DatabaseErrorKind::Unknown, info)
+                if info.sqlstate().is_none()
+        ),
+        "no server code: {err:?}"
+    );
+    assert_eq!(
+        classification.verdict,
+        Verdict::Transient(TransientKind::Connection)
+    );
+    assert!(
+        matches!(classification.code, Some(Code::Driver(_))),
+        "{err:?}"
+    );
 }
 
 /// The SQLSTATE and message diesel-async kept of a database error.

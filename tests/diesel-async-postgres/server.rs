@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 use diesel::sql_types::Integer;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use diesel::result::DatabaseErrorKind;
+use txretry::{Classification, Code, TransientKind, Verdict};
+
 use crate::calls::block_on;
-use crate::db::count;
+use crate::db::{count, exec};
 
 /// The SQL dialect of the shared transfers (`tests/shared/transfers.rs`).
 pub const DIALECT: crate::transfers::Dialect = crate::transfers::Dialect::Postgres;
@@ -38,13 +41,59 @@ pub fn backend_pid(conn: &mut Conn) -> i32 {
         .expect("pg_backend_pid")
 }
 
-/// Waits until session `pid` has left `pg_stat_activity` (it was terminated). Polls;
-/// panics after 30 s.
-pub fn wait_until_gone(observer: &mut Conn, pid: i32) {
-    block_on(wait_until_gone_async(observer, pid));
+/// The session `connection_lost` ends: its backend's pid.
+pub struct Victim(i32);
+
+/// The session `conn` is, for [`end_session`].
+pub fn victim(conn: &mut Conn) -> Victim {
+    Victim(backend_pid(conn))
 }
 
-async fn wait_until_gone_async(observer: &mut Conn, pid: i32) {
+/// Ends `victim`'s session from `observer`: terminates its backend and waits until it has
+/// gone.
+pub async fn end_session(observer: &mut Conn, victim: &Victim) {
+    exec(
+        observer,
+        &format!("SELECT pg_terminate_backend({})", victim.0),
+    )
+    .await;
+    wait_until_gone(observer, victim.0).await;
+}
+
+/// Asserts that `err`, classified as `classification`, is what a statement gets on a
+/// connection whose backend was terminated.
+#[track_caller]
+pub fn assert_connection_lost(err: &diesel::result::Error, classification: &Classification) {
+    match err {
+        // The usual case: the connection's task read the server's FATAL and ended, and
+        // the statement found the connection closed (or its socket reset: an I/O error).
+        // diesel-async keeps only the text, which the adapter reads back as a driver code.
+        diesel::result::Error::DatabaseError(DatabaseErrorKind::UnableToSendCommand, info) => {
+            let code = match info.message() {
+                "connection closed" | "channel closed" => Code::Driver("connection closed"),
+                "error communicating with the server" => Code::Driver("io"),
+                other => panic!("an unexpected text: {other}"),
+            };
+            assert_eq!(classification.code, Some(code));
+            assert_eq!(
+                classification.verdict,
+                Verdict::Transient(TransientKind::Connection)
+            );
+        }
+        // The statement raced the FATAL and got it: 57P01 (admin_shutdown).
+        other => {
+            assert_eq!(diesel_sqlstate(other).as_deref(), Some("57P01"), "{err:?}");
+            assert_eq!(
+                classification.verdict,
+                Verdict::Transient(TransientKind::Failover)
+            );
+        }
+    }
+}
+
+/// Waits until session `pid` has left `pg_stat_activity` (it was terminated). Polls;
+/// panics after 30 s.
+async fn wait_until_gone(observer: &mut Conn, pid: i32) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while count(observer, "pg_stat_activity", &format!("pid = {pid}")).await > 0 {
         assert!(Instant::now() < deadline, "session {pid} never ended");

@@ -1,49 +1,108 @@
 //! A fresh SQLite database file per test, and small helpers.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use diesel::connection::SimpleConnection;
+use diesel::connection::{InstrumentationEvent, SimpleConnection};
 use diesel::prelude::*;
-use txretry::{Backoff, Code, Phase, RetryPolicy, Verdict};
+use txretry::{Code, RetryPolicy, TxError, TxOptions};
 
-/// A database file in its own temporary directory, removed when the value is dropped.
-pub struct Db {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
+use crate::sqlite::Sqlite;
 
-impl Db {
-    /// A new database in WAL mode.
-    pub fn wal() -> Db {
-        Db::with_journal("wal")
-    }
+/// A database file of its own per test (`tests/shared/sqlite/`), opened with Diesel.
+pub type Db = crate::sqlite::Db<Diesel>;
 
-    /// A new database in rollback-journal mode, where a reader holding SHARED blocks a
-    /// writer's COMMIT.
-    pub fn rollback_journal() -> Db {
-        Db::with_journal("delete")
-    }
+/// Diesel for the shared SQLite scenarios (`tests/shared/sqlite/`).
+pub struct Diesel;
 
-    fn with_journal(mode: &str) -> Db {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let path = dir.path().join("test.sqlite3");
-        let db = Db { _dir: dir, path };
-        let mut conn = db.open();
-        conn.batch_execute(&format!("PRAGMA journal_mode = {mode}"))
-            .expect("journal_mode");
-        db
-    }
+impl Sqlite for Diesel {
+    type Conn = SqliteConnection;
+    type Error = diesel::result::Error;
+    /// SQLITE_CONSTRAINT (19): Diesel keeps only the kind (`ForeignKeyViolation`), which
+    /// the adapter reads as the primary code.
+    const FOREIGN_KEY: Code = Code::Sqlite(19);
 
-    /// A new connection with `busy_timeout` 0: a lock held elsewhere fails at once with
-    /// SQLITE_BUSY instead of waiting, so the tests see it.
-    pub fn open(&self) -> SqliteConnection {
+    fn open(path: &Path) -> SqliteConnection {
         let mut conn =
-            SqliteConnection::establish(self.path.to_str().expect("UTF-8 path")).expect("open");
+            SqliteConnection::establish(path.to_str().expect("UTF-8 path")).expect("open");
         conn.batch_execute("PRAGMA busy_timeout = 0; PRAGMA synchronous = NORMAL;")
             .expect("pragmas");
         conn
+    }
+
+    fn batch(conn: &mut SqliteConnection, sql: &str) -> Result<(), diesel::result::Error> {
+        conn.batch_execute(sql)
+    }
+
+    fn scalar(conn: &mut SqliteConnection, sql: &str) -> i64 {
+        scalar(conn, sql)
+    }
+
+    fn text(conn: &mut SqliteConnection, sql: &str) -> String {
+        diesel::select(diesel::dsl::sql::<diesel::sql_types::Text>(&format!(
+            "({sql})"
+        )))
+        .get_result(conn)
+        .expect(sql)
+    }
+
+    fn transaction(
+        conn: &mut SqliteConnection,
+        policy: &RetryPolicy,
+        options: Option<&TxOptions>,
+        calls: &mut u32,
+        writes: &[&str],
+        read: &str,
+    ) -> Result<i64, TxError<diesel::result::Error>> {
+        let body = |conn: &mut SqliteConnection| -> Result<i64, diesel::result::Error> {
+            *calls += 1;
+            for write in writes {
+                diesel::sql_query(*write).execute(conn)?;
+            }
+            Ok(scalar(conn, read))
+        };
+        match options {
+            None => txretry::diesel::transaction(conn, policy, body),
+            Some(options) => txretry::diesel::transaction_with(conn, policy, options, body),
+        }
+    }
+
+    /// Diesel's next transaction is a transaction (depth 1), not a savepoint in one it
+    /// still counts open.
+    fn assert_no_transaction(conn: &mut SqliteConnection) {
+        let depths = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&depths);
+        conn.set_instrumentation(move |event: InstrumentationEvent<'_>| {
+            if let InstrumentationEvent::BeginTransaction { depth, .. } = event {
+                log.lock().unwrap().push(depth.get());
+            }
+        });
+        conn.transaction(|_| Ok::<_, diesel::result::Error>(()))
+            .expect("a fresh transaction");
+        conn.set_instrumentation(|_: InstrumentationEvent<'_>| {});
+        assert_eq!(
+            *depths.lock().unwrap(),
+            [1],
+            "Diesel counts a transaction open"
+        );
+    }
+
+    fn assert_busy(err: &diesel::result::Error) {
+        // What Diesel keeps of SQLITE_BUSY: SQLite's text, no code.
+        assert_eq!(message(err), Some("database is locked"), "{err:?}");
+    }
+
+    fn assert_foreign_key(err: &diesel::result::Error) {
+        assert!(
+            matches!(
+                err,
+                diesel::result::Error::DatabaseError(
+                    diesel::result::DatabaseErrorKind::ForeignKeyViolation,
+                    _
+                )
+            ),
+            "{err:?}"
+        );
     }
 }
 
@@ -64,37 +123,6 @@ pub fn message(err: &diesel::result::Error) -> Option<&str> {
     }
 }
 
-/// What a retry event said, for assertions: the failed attempt, the code, the verdict,
-/// the phase.
-pub type Seen = (u32, Option<Code>, Verdict, Phase);
-
-/// A policy with `attempts` attempts and a 1 ms constant wait that records every retry
-/// event, and runs `on_first` (once, in the retrying thread) before the first wait.
-pub fn recording_policy(
-    attempts: u32,
-    on_first: impl Fn() + Send + Sync + 'static,
-) -> (RetryPolicy, Arc<Mutex<Vec<Seen>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = Arc::clone(&seen);
-    let policy = RetryPolicy::builder()
-        .max_attempts(attempts)
-        .backoff(Backoff::Constant(Duration::from_millis(1)))
-        .on_retry(move |event| {
-            log.lock()
-                .unwrap()
-                .push((event.attempt, event.code, event.verdict, event.phase));
-            if event.attempt == 1 {
-                on_first();
-            }
-        })
-        .build()
-        .expect("valid policy");
-    (policy, seen)
-}
-
-/// The events recorded so far.
-pub fn events(seen: &Mutex<Vec<Seen>>) -> Vec<Seen> {
-    seen.lock().unwrap().clone()
-}
+pub use crate::sqlite::{events, recording_policy};
 
 pub use txretry_testkit::outcome::assert_outcome;

@@ -2,7 +2,7 @@
 //! snapshot), another connection commits a write, and the first one's write fails: its
 //! snapshot is stale. No busy timeout cures it; only restarting the transaction does.
 
-use txretry::{Code, SqliteBegin, TransientKind, TxOptions, Verdict};
+use txretry::{Code, Phase, SqliteBegin, TransientKind, TxOptions, Verdict};
 
 use crate::common::{Db, events, recording_policy, sqlite_code};
 
@@ -73,7 +73,10 @@ fn the_runner_restarts_a_transaction_whose_snapshot_went_stale() {
 
     assert_eq!(result.expect("the retry commits"), 11);
     assert_eq!(reads, [0, 10], "the retry read B's committed value");
-    assert_eq!(events(&seen), vec![(1, Some(Code::Sqlite(517)), BUSY)]);
+    assert_eq!(
+        events(&seen),
+        vec![(1, Some(Code::Sqlite(517)), BUSY, Phase::Body)]
+    );
     assert!(a.is_autocommit());
     let n: i64 = b
         .query_row("SELECT n FROM counter WHERE id = 1", [], |r| r.get(0))

@@ -19,6 +19,8 @@ mod bank;
 mod contention;
 #[path = "../shared/locks.rs"]
 mod locks;
+#[path = "../shared/lost_commit.rs"]
+mod lost_commit;
 #[path = "../sea-orm-shared/sessions.rs"]
 mod sessions;
 #[path = "../shared/transfers.rs"]

@@ -43,7 +43,6 @@ pub async fn drop_table(pool: &MySqlPool, name: &str) {
 
 pub use txretry_testkit::outcome::assert_permanent_once;
 pub use txretry_testkit::record::Seen;
-pub use txretry_testkit::wait::within;
 
 /// The MySQL errno of a sqlx error, if it is a database error from MySQL / MariaDB.
 pub fn errno(err: &sqlx::Error) -> Option<u16> {

@@ -29,5 +29,7 @@ mod unique;
 mod bank;
 #[path = "../shared/locks.rs"]
 mod locks;
+#[path = "../shared/lost_commit.rs"]
+mod lost_commit;
 #[path = "../shared/transfers.rs"]
 mod transfers;

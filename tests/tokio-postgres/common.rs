@@ -156,3 +156,73 @@ impl Deadlock {
             .expect("session B commits once A's transaction is out of its way");
     }
 }
+
+/// The runner's COMMIT on `client` held on the server and its backend terminated
+/// (txretry-testkit's `HeldCommit`, on a table `t` created here through the server at
+/// `direct`): the runner returns the server's 57P01 or the driver's closed connection,
+/// judged ambiguous at COMMIT, the connection unusable, the closure not run again; and the
+/// row did not land (the trigger never got its lock). Returns the session terminated, for
+/// the caller to check it was `client`'s.
+pub async fn commit_terminated(
+    direct: &str,
+    t: &str,
+    client: &mut Client,
+) -> txretry_testkit::held_commit::Terminated {
+    use txretry::{Code, KindSet, Phase, StopReason, Verdict};
+
+    let observer = connect(direct).await;
+    observer
+        .batch_execute(&format!("CREATE TABLE {t} (note text NOT NULL)"))
+        .await
+        .expect("create table");
+    let mut held = txretry_testkit::held_commit::HeldCommit::install(direct, t).await;
+    let killer = held.terminate_in_commit();
+
+    let (policy, seen) = recording(5);
+    let policy = policy.retry_on(KindSet::ALL).build().unwrap();
+    let mut attempts = 0;
+    let err = txretry::tokio_postgres::transaction(client, &policy, async |tx| {
+        attempts += 1;
+        tx.execute(&format!("INSERT INTO {t} VALUES ('order 19')"), &[])
+            .await
+    })
+    .await
+    .expect_err("the backend was terminated during COMMIT");
+    let terminated = killer.await.unwrap();
+    eprintln!("commit terminated: the runner returned {err:?}");
+
+    // The server's 57P01 (admin_shutdown), or the driver's "connection closed" / I/O error.
+    let code = err.error().code().cloned();
+    assert!(
+        code.as_ref() == Some(&tokio_postgres::error::SqlState::ADMIN_SHUTDOWN)
+            || err.error().is_closed()
+            || code.is_none(),
+        "{err:?}"
+    );
+    let outcome = err.outcome();
+    assert_eq!(outcome.verdict(), Verdict::Ambiguous, "{outcome:?}");
+    assert!(outcome.may_have_committed());
+    assert!(
+        outcome.code() == Some(sqlstate("57P01"))
+            || matches!(outcome.code(), Some(Code::Driver(_))),
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.phase(), Phase::Commit);
+    assert_eq!(outcome.attempts(), 1);
+    assert_eq!(outcome.stop_reason(), StopReason::ConnectionUnusable);
+    assert_eq!(attempts, 1, "an ambiguous COMMIT is not run again");
+    assert!(seen.retried().is_empty());
+
+    // The trigger never got its lock, so the COMMIT never completed: the server rolled the
+    // transaction back when the backend exited. (The client could not know that.)
+    let rows: i64 = observer
+        .query_one(&format!("SELECT count(*) FROM {t}"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0, "the row did not land, and certainly not twice");
+
+    drop_tables(&observer, &[t]).await;
+    held.remove().await;
+    terminated
+}

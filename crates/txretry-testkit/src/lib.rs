@@ -8,7 +8,9 @@
 //!
 //! Also the driver-free helpers every test binary shares: [`record`] (what a policy's
 //! hooks saw), [`intervals`] (admission across processes, by recorded intervals), [`outcome`] (assertions on a runner's [`Outcome`](txretry_core::Outcome)),
-//! [`wait`] (bounded waiting) and the [`CommitFaultProxy`].
+//! [`wait`] (bounded waiting) and the [`CommitFaultProxy`]; with the `postgres` feature,
+//! [`held_commit`] (a Postgres COMMIT held on the server and its backend terminated, on
+//! tokio-postgres whatever driver the test uses).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,6 +18,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 pub mod contended;
 #[cfg(feature = "mysql")]
 mod galera;
+#[cfg(feature = "postgres")]
+pub mod held_commit;
 pub mod intervals;
 pub mod lab;
 pub mod outcome;
