@@ -25,8 +25,13 @@ impl Sqlite for Diesel {
     fn open(path: &Path) -> SqliteConnection {
         let mut conn =
             SqliteConnection::establish(path.to_str().expect("UTF-8 path")).expect("open");
-        conn.batch_execute("PRAGMA busy_timeout = 0; PRAGMA synchronous = NORMAL;")
-            .expect("pragmas");
+        // `synchronous` reads the schema: set it while a busy timeout still applies, or a
+        // connection opened while another one rebuilds the WAL index fails here with
+        // SQLITE_BUSY_RECOVERY (261), as rusqlite's `open` notes. Then 0, for the tests.
+        conn.batch_execute(
+            "PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 0;",
+        )
+        .expect("pragmas");
         conn
     }
 
