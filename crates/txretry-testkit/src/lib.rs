@@ -8,9 +8,10 @@
 //!
 //! Also the driver-free helpers every test binary shares: [`record`] (what a policy's
 //! hooks saw), [`intervals`] (admission across processes, by recorded intervals), [`outcome`] (assertions on a runner's [`Outcome`](txretry_core::Outcome)),
-//! [`wait`] (bounded waiting) and the [`CommitFaultProxy`]; with the `postgres` feature,
-//! [`held_commit`] (a Postgres COMMIT held on the server and its backend terminated, on
-//! tokio-postgres whatever driver the test uses).
+//! [`wait`] (bounded waiting), [`lab`] (what the lab's and the bench's tests read in their
+//! reports) and the [`CommitFaultProxy`]; with the `postgres` feature, `held_commit` (a
+//! Postgres COMMIT held on the server and its backend terminated, on tokio-postgres
+//! whatever driver the test uses).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
