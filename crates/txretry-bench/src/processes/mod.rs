@@ -28,10 +28,21 @@ mod child;
 mod parent;
 mod report;
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use txretry_lab::backend::LabDb;
+use txretry_lab::cli::RunArgs;
+use txretry_lab::lab::{Fatal, Interrupts, Place};
+use txretry_lab::run::{RunResult, RunSpec};
+use txretry_lab::target::Target;
+
+use parent::{Fleet, run_processes};
+
 pub use child::main as child;
-pub use parent::Processes;
+
 pub use report::{ChildReport, aggregate};
 
 /// The environment variable that hands a child the database URL (a URL may hold a
@@ -50,3 +61,55 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 pub const FAIL_CHILD_ENV: &str = "TXRETRY_BENCH_FAIL_CHILD";
 /// How much of a failed child's stderr the parent repeats.
 const STDERR_TAIL: usize = 2000;
+
+/// The lab's runs in `processes` child processes at once, each with `args`'s workers and
+/// its own pool; this process only creates, checks and drops the tables (one connection).
+#[derive(Clone, Copy, Debug)]
+pub struct Processes<'a> {
+    /// The flags the children run with.
+    pub args: &'a RunArgs,
+    /// How many children.
+    pub processes: usize,
+}
+
+impl Place for Processes<'_> {
+    fn processes(&self) -> usize {
+        self.processes
+    }
+
+    fn pool_size(&self, _workers: usize) -> usize {
+        1
+    }
+
+    fn connections(&self, workers: usize) -> (u64, String) {
+        // Every child's pool, plus the parent's one connection.
+        (
+            workers as u64 * self.processes as u64 + 1,
+            format!("--processes {} x --workers {workers}", self.processes),
+        )
+    }
+
+    async fn run<DB>(
+        &self,
+        pool: &Pool<DB>,
+        target: &Target,
+        db_url: &str,
+        spec: &RunSpec,
+        _stop: &Arc<AtomicBool>,
+        interrupts: &Interrupts,
+    ) -> Result<Option<RunResult>, Fatal>
+    where
+        DB: LabDb,
+        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        DB::Arguments: IntoArguments<DB>,
+        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
+        usize: ColumnIndex<DB::Row>,
+    {
+        let fleet = Fleet {
+            args: self.args,
+            db_url,
+            processes: self.processes,
+        };
+        run_processes(pool, target, fleet, spec, interrupts).await
+    }
+}

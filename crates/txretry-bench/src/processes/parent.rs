@@ -2,8 +2,6 @@
 //! reports, check the invariant once and drop the tables.
 
 use std::process::{ExitStatus, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
@@ -16,79 +14,27 @@ use txretry_lab::backend::LabDb;
 use txretry_lab::cli::RunArgs;
 use txretry_lab::duration::format_duration;
 use txretry_lab::error;
-use txretry_lab::lab::{Fatal, Interrupts, Place};
+use txretry_lab::lab::{Fatal, Interrupts};
 use txretry_lab::progress::Progress;
 use txretry_lab::run::{RunResult, RunSpec};
 use txretry_lab::target::Target;
 use txretry_lab::workload::{Invariant, Schema};
 
-/// The lab's runs in `processes` child processes at once, each with `args`'s workers and
-/// its own pool; this process only creates, checks and drops the tables (one connection).
-#[derive(Clone, Copy, Debug)]
-pub struct Processes<'a> {
-    /// The flags the children run with.
-    pub args: &'a RunArgs,
-    /// How many children.
-    pub processes: usize,
-}
-
-impl Place for Processes<'_> {
-    fn processes(&self) -> usize {
-        self.processes
-    }
-
-    fn pool_size(&self, _workers: usize) -> usize {
-        1
-    }
-
-    fn connections(&self, workers: usize) -> (u64, String) {
-        // Every child's pool, plus the parent's one connection.
-        (
-            workers as u64 * self.processes as u64 + 1,
-            format!("--processes {} x --workers {workers}", self.processes),
-        )
-    }
-
-    async fn run<DB>(
-        &self,
-        pool: &Pool<DB>,
-        target: &Target,
-        db_url: &str,
-        spec: &RunSpec,
-        _stop: &Arc<AtomicBool>,
-        interrupts: &Interrupts,
-    ) -> Result<Option<RunResult>, Fatal>
-    where
-        DB: LabDb,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-        usize: ColumnIndex<DB::Row>,
-    {
-        let fleet = Fleet {
-            args: self.args,
-            db_url,
-            processes: self.processes,
-        };
-        run_processes(pool, target, fleet, spec, interrupts).await
-    }
-}
-
 /// What the children are to run, besides the preset.
 #[derive(Clone, Copy, Debug)]
-struct Fleet<'a> {
+pub(super) struct Fleet<'a> {
     /// The flags the parent was given.
-    args: &'a RunArgs,
+    pub(super) args: &'a RunArgs,
     /// The database, for connecting only (it may hold a password).
-    db_url: &'a str,
+    pub(super) db_url: &'a str,
     /// How many children.
-    processes: usize,
+    pub(super) processes: usize,
 }
 
 /// Runs `spec` in `fleet.processes` children on one set of tables, created and checked
 /// and dropped here on `pool`. `Ok(None)`: Ctrl-C came before the children started, or a
 /// second one killed them (the tables are dropped either way).
-async fn run_processes<DB>(
+pub(super) async fn run_processes<DB>(
     pool: &Pool<DB>,
     target: &Target,
     fleet: Fleet<'_>,
