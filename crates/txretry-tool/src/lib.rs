@@ -77,6 +77,7 @@
 
 mod config;
 mod context;
+mod descriptor;
 mod invoke;
 #[cfg(feature = "mcp")]
 pub mod mcp;
@@ -91,6 +92,7 @@ pub use config::{
     ToolboxConfig,
 };
 pub use context::ToolContext;
+pub use descriptor::ToolDescriptor;
 pub use invoke::{
     CallAttempt, FailureKind, InvokeError, Panicked, TimedOut, ToolAttempt, ToolFailure,
 };
@@ -99,5 +101,5 @@ pub use once::OnceBackend;
 #[cfg(once_records)]
 pub use once::OnceError;
 pub use once::{BusinessError, Dialect, InvalidTableName, Once, OnceRefused};
-pub use tool::{BoxError, Tool, ToolDescriptor};
+pub use tool::{BoxError, Tool};
 pub use toolbox::{BuildError, Caller, Toolbox, ToolboxBuilder};

@@ -20,7 +20,7 @@ pub use self::builder::ToolboxBuilder;
 pub use self::caller::Caller;
 pub use self::error::BuildError;
 pub(crate) use self::registry::Registry;
-use crate::tool::ToolDescriptor;
+use crate::ToolDescriptor;
 
 /// A set of tools, the agent-level policy and hooks, and the persona and agent allow-lists.
 /// Build it once with [`Toolbox::builder`]; it is immutable, cheap to clone (an `Arc`) and

@@ -7,7 +7,8 @@ use txretry_core::RetryPolicy;
 use super::Caller;
 use super::names::Names;
 use crate::Once;
-use crate::tool::{PrepareFn, ToolDescriptor};
+use crate::ToolDescriptor;
+use crate::tool::PrepareFn;
 
 /// A registered tool with everything resolved at build time.
 pub(crate) struct Entry {
