@@ -7,10 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use base64::Engine as _;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::{Deserializer, Serializer as _, V2Serializer};
-use serde::{Deserialize, Serialize, Serializer};
 use txretry::{TransientKind, Verdict};
 
 use crate::timeline::{Commit, EventLog};
@@ -194,7 +191,6 @@ const SIGNIFICANT_DIGITS: u8 = 3;
 
 /// Latencies in microseconds, in an HDR histogram: constant memory however many there
 /// are, mergeable across workers and processes, each value kept to 3 significant digits.
-/// Serialized (between processes) as base64 of the histogram's V2 encoding.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Latencies(Histogram<u64>);
 
@@ -237,6 +233,23 @@ impl Latencies {
     }
 }
 
+impl Latencies {
+    /// The histogram itself (for shipping it between processes: `txretry-bench run`).
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.0
+    }
+
+    /// Latencies from a histogram of any precision, kept at the lab's own, so that later
+    /// adds always fit; errs when a value does not fit in it.
+    pub fn from_histogram(
+        histogram: &Histogram<u64>,
+    ) -> Result<Latencies, hdrhistogram::errors::AdditionError> {
+        let mut latencies = Latencies::default();
+        latencies.0.add(histogram)?;
+        Ok(latencies)
+    }
+}
+
 impl FromIterator<u64> for Latencies {
     fn from_iter<I: IntoIterator<Item = u64>>(iter: I) -> Self {
         let mut latencies = Latencies::default();
@@ -244,35 +257,6 @@ impl FromIterator<u64> for Latencies {
             latencies.record(us);
         }
         latencies
-    }
-}
-
-impl Serialize for Latencies {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut bytes = Vec::new();
-        V2Serializer::new()
-            .serialize(&self.0, &mut bytes)
-            .map_err(|e| serde::ser::Error::custom(format!("latency histogram: {e:?}")))?;
-        serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
-    }
-}
-
-impl<'de> Deserialize<'de> for Latencies {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(|e| serde::de::Error::custom(format!("latency histogram: {e}")))?;
-        let histogram: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| serde::de::Error::custom(format!("latency histogram: {e:?}")))?;
-        // Merge into one of the lab's own precision, so later adds always fit.
-        let mut latencies = Latencies::default();
-        latencies
-            .0
-            .add(&histogram)
-            .map_err(|e| serde::de::Error::custom(format!("latency histogram: {e:?}")))?;
-        Ok(latencies)
     }
 }
 
@@ -349,19 +333,6 @@ mod tests {
             "{p50}"
         );
         assert_eq!(samples.percentile(1.0), Some(1_000));
-    }
-
-    #[test]
-    fn latencies_round_trip_through_json() {
-        let samples: Latencies = [1_000, 2_000, 3_000, 10_000, 5_000_000]
-            .into_iter()
-            .collect();
-        let json = serde_json::to_string(&samples).expect("serializes");
-        let back: Latencies = serde_json::from_str(&json).expect("deserializes");
-        assert_eq!(back, samples);
-        assert_eq!(Percentiles::of(&back), Percentiles::of(&samples));
-        assert!(serde_json::from_str::<Latencies>("\"not base64!\"").is_err());
-        assert!(serde_json::from_str::<Latencies>("\"AAAA\"").is_err());
     }
 
     #[test]

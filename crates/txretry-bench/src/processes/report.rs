@@ -35,6 +35,7 @@ pub struct ChildReport {
     pub interrupted: bool,
     /// Latency of each commit, microseconds, as a histogram (base64 of its V2 encoding):
     /// the parent merges the children's and takes percentiles over all of them.
+    #[serde(with = "histogram_base64")]
     pub latencies: Latencies,
     /// One key per commit, for the invariant check (transfer ids or row ids).
     pub committed_keys: Vec<i64>,
@@ -134,6 +135,40 @@ pub fn aggregate(reports: Vec<ChildReport>) -> Result<Aggregate, String> {
         interrupted,
         committed_by_process,
     })
+}
+
+/// [`Latencies`] on the wire: base64 of the histogram's V2 encoding, a few hundred bytes
+/// however many commits a child made.
+mod histogram_base64 {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use hdrhistogram::Histogram;
+    use hdrhistogram::serialization::{Serializer as _, V2Serializer};
+    use serde::{Deserialize, Deserializer, Serializer, de, ser};
+    use txretry_lab::stats::Latencies;
+
+    pub fn serialize<S: Serializer>(
+        latencies: &Latencies,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut bytes = Vec::new();
+        V2Serializer::new()
+            .serialize(latencies.histogram(), &mut bytes)
+            .map_err(|e| ser::Error::custom(format!("latency histogram: {e:?}")))?;
+        serializer.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Latencies, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let bytes = STANDARD
+            .decode(text)
+            .map_err(|e| de::Error::custom(format!("latency histogram: {e}")))?;
+        let histogram: Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| de::Error::custom(format!("latency histogram: {e:?}")))?;
+        Latencies::from_histogram(&histogram)
+            .map_err(|e| de::Error::custom(format!("latency histogram: {e:?}")))
+    }
 }
 
 #[cfg(test)]
@@ -239,5 +274,30 @@ mod tests {
         let mut bogus = a;
         bogus.retries_by_kind.insert("bogus".into(), 1);
         assert!(aggregate(vec![bogus]).is_err());
+    }
+
+    #[test]
+    fn latencies_survive_their_json_line_exactly() {
+        let a = report(
+            1,
+            2,
+            5,
+            vec![1_000, 2_000, 3_000, 10_000, 5_000_000],
+            vec![],
+        );
+        let line = serde_json::to_string(&a).expect("serializes");
+        let back: ChildReport = serde_json::from_str(&line).expect("parses");
+        assert_eq!(back.latencies, a.latencies);
+        let p = txretry_lab::stats::Percentiles::of;
+        assert_eq!(p(&back.latencies), p(&a.latencies));
+        let value: serde_json::Value = serde_json::from_str(&line).expect("parses");
+        for bad in ["not base64!", "AAAA"] {
+            let mut value = value.clone();
+            value["latencies"] = bad.into();
+            assert!(
+                serde_json::from_value::<ChildReport>(value).is_err(),
+                "{bad}"
+            );
+        }
     }
 }
