@@ -2,10 +2,12 @@
 //! transaction that fails transiently every time runs `max_attempts` times in total, never
 //! `max_attempts²`, whatever mix of runner-level and handler-level retries happens.
 
-use txretry_core::{SqliteBegin, StopReason, TransientKind, TxOptions, Verdict};
+use txretry_core::{StopReason, TransientKind, Verdict};
 use txretry_tool::{BoxError, FailureKind, Tool};
 
-use crate::common::{BUSY, Counter, Events, Locked, ONE_ROW, call, failure, shared_tool};
+use crate::common::{
+    BUSY, Counter, Events, Locked, ONE_ROW, call, failure, runner_bump, shared_tool,
+};
 
 /// A tool whose handler runs one transaction through the sqlx runner under `ctx.policy()`
 /// (DEFERRED, so each attempt enters the closure and fails at its UPDATE). When `raw_first`,
@@ -27,15 +29,7 @@ fn runner_tool(
                 tx_attempts.bump();
                 sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await?;
             }
-            let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
-            txretry_sqlx::transaction_with(&pool, ctx.policy(), &deferred, async move |tx| {
-                tx_attempts.bump();
-                sqlx::query("UPDATE t SET v = v + 1")
-                    .execute(&mut **tx)
-                    .await
-                    .map(drop)
-            })
-            .await?;
+            runner_bump(&pool, ctx.policy(), tx_attempts, None).await?;
             Ok::<_, BoxError>(())
         },
     )

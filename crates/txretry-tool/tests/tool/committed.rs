@@ -2,10 +2,9 @@
 //! place, by its runner); the handler runs again only when nothing in its attempt committed.
 
 use serde_json::{Value, json};
-use txretry_core::{SqliteBegin, TxOptions};
 use txretry_tool::{BoxError, FailureKind, InvokeError};
 
-use crate::common::{Counter, Db, Holder, call, failure, shared_tool, toolbox};
+use crate::common::{Counter, Db, Holder, call, failure, runner_bump, shared_tool, toolbox};
 
 const SCHEMA: &str = "CREATE TABLE log (id INTEGER PRIMARY KEY AUTOINCREMENT, note TEXT NOT NULL);
                       CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL);
@@ -51,18 +50,7 @@ async fn ship(tx2_in_runner: bool) -> Shipped {
             let holder = std::sync::Arc::new(Holder::empty());
             holder.arm_at(&path);
             if tx2_in_runner {
-                let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
-                txretry_sqlx::transaction_with(&pool, ctx.policy(), &deferred, async move |tx| {
-                    let attempt = tx2_attempts.bump();
-                    let r = sqlx::query("UPDATE t SET v = v + 1")
-                        .execute(&mut **tx)
-                        .await;
-                    if attempt == 1 {
-                        holder.release();
-                    }
-                    r.map(drop)
-                })
-                .await?;
+                runner_bump(&pool, ctx.policy(), tx2_attempts, Some(holder)).await?;
             } else {
                 tx2_attempts.bump();
                 let r = sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await;

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
-use txretry_core::{Backoff, Code, Phase, RetryPolicy, StopReason, Verdict};
+use txretry_core::{
+    Backoff, Code, Phase, RetryPolicy, SqliteBegin, StopReason, TxError, TxOptions, Verdict,
+};
 use txretry_tool::{
     BoxError, Caller, InvokeError, Tool, ToolContext, ToolFailure, Toolbox, ToolboxBuilder,
 };
@@ -153,6 +155,31 @@ where
     Tool::new(name, description, move |ctx: ToolContext, _: NoArgs| {
         handler(ctx, shared.clone())
     })
+}
+
+/// `UPDATE t SET v = v + 1` in one transaction of the sqlx runner under `policy`, DEFERRED
+/// (so each attempt enters the closure and meets the write lock at its UPDATE). Counts its
+/// attempts in `attempts`; releases `holder`, if any, after the first.
+pub async fn runner_bump(
+    pool: &SqlitePool,
+    policy: &RetryPolicy,
+    attempts: Counter,
+    holder: Option<Arc<Holder>>,
+) -> Result<(), TxError<sqlx::Error>> {
+    let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
+    // Owned, not borrowed: the tools' handler futures must be `Send` for every lifetime of
+    // the runner's transaction.
+    txretry_sqlx::transaction_with(pool, policy, &deferred, async move |tx| {
+        let attempt = attempts.bump();
+        let r = sqlx::query("UPDATE t SET v = v + 1")
+            .execute(&mut **tx)
+            .await;
+        if let (1, Some(holder)) = (attempt, &holder) {
+            holder.release();
+        }
+        r.map(drop)
+    })
+    .await
 }
 
 /// A counter shared with handlers.

@@ -2,10 +2,10 @@
 //! again) and the runners' (a transaction runs again) — labelled with the tool, the call id
 //! and the policy level, and one final event when the call gives up.
 
-use txretry_core::{SqliteBegin, StopReason, TransientKind, TxOptions, Verdict};
+use txretry_core::{StopReason, TransientKind, Verdict};
 use txretry_tool::{BoxError, FailureKind, Toolbox};
 
-use crate::common::{BUSY, Counter, Events, Locked, call, failure, fast, shared_tool};
+use crate::common::{BUSY, Counter, Events, Locked, call, failure, fast, runner_bump, shared_tool};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p7_hooks_get_handler_and_runner_retries_with_labels_and_one_give_up() {
@@ -22,14 +22,7 @@ async fn p7_hooks_get_handler_and_runner_retries_with_labels_and_one_give_up() {
                 sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await?;
             }
             // Runner level.
-            let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
-            txretry_sqlx::transaction_with(&pool, ctx.policy(), &deferred, async |tx| {
-                sqlx::query("UPDATE t SET v = v + 1")
-                    .execute(&mut **tx)
-                    .await
-                    .map(drop)
-            })
-            .await?;
+            runner_bump(&pool, ctx.policy(), Counter::default(), None).await?;
             Ok::<_, BoxError>(())
         },
     )

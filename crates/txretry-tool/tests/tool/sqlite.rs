@@ -8,8 +8,8 @@ use txretry_core::{RetryPolicy, SqliteBegin, StopReason, TransientKind, TxOption
 use txretry_tool::{BoxError, FailureKind, Tool, ToolContext};
 
 use crate::common::{
-    BUSY, Counter, Db, Events, Holder, Locked, NoArgs, ONE_ROW, call, failure, open, shared_tool,
-    toolbox,
+    BUSY, Counter, Db, Events, Holder, Locked, NoArgs, ONE_ROW, call, failure, open, runner_bump,
+    shared_tool, toolbox,
 };
 
 /// An async tool whose handler writes outside any runner (one autocommit statement): its
@@ -169,43 +169,32 @@ async fn script(
 /// retries its transaction in place, then commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_and_blocking_tools_give_identical_counts_and_events() {
-    let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
-
     let (async_out, async_counts, async_events) = script(|locked, runs, tx_attempts| {
         let shared = (
             locked.pool.clone(),
             runs.clone(),
             tx_attempts.clone(),
             locked.holder.clone(),
-            deferred.clone(),
         );
         shared_tool(
             "bump",
             "",
             shared,
-            |ctx, (pool, runs, tx_attempts, holder, deferred)| async move {
+            |ctx, (pool, runs, tx_attempts, holder)| async move {
                 if runs.bump() == 1 {
                     sqlx::query("UPDATE t SET v = v + 100")
                         .execute(&pool)
                         .await?;
                 }
-                txretry_sqlx::transaction_with(&pool, ctx.policy(), &deferred, async move |tx| {
-                    let attempt = tx_attempts.bump();
-                    let r = sqlx::query("UPDATE t SET v = v + 1")
-                        .execute(&mut **tx)
-                        .await;
-                    if attempt == 1 {
-                        holder.release();
-                    }
-                    r.map(drop)
-                })
-                .await?;
+                runner_bump(&pool, ctx.policy(), tx_attempts, Some(holder)).await?;
                 Ok::<_, BoxError>("done")
             },
         )
     })
     .await;
 
+    // The same DEFERRED transaction as `runner_bump`'s.
+    let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
     let (blocking_out, blocking_counts, blocking_events) = script(|locked, runs, tx_attempts| {
         let (path, runs, tx_attempts, holder) = (
             locked.db.path().to_owned(),
