@@ -73,37 +73,17 @@ async fn a_tool_set_calls_offered_tools_and_maps_their_errors_as_not_retryable()
     assert_eq!(shop.runs("cancel_order"), 2);
 
     // A tool not offered is absent: the same answer as a name that does not exist.
-    let transfer = tools
-        .execute(
-            "transfer",
-            r#"{"from": 1, "to": 2, "cents": 5}"#,
-            &mut context,
-        )
-        .await;
-    let nonexistent = tools
-        .execute(
-            "tarnsfer",
-            r#"{"from": 1, "to": 2, "cents": 5}"#,
-            &mut context,
-        )
-        .await;
-    let (transfer, nonexistent) = (transfer.error().unwrap(), nonexistent.error().unwrap());
-    assert_eq!(transfer.kind(), ToolErrorKind::NotFound);
-    assert_eq!(
-        (
-            transfer.kind(),
-            transfer.retryable(),
-            transfer.model_feedback().unwrap().replace("transfer", "X")
-        ),
-        (
-            nonexistent.kind(),
-            nonexistent.retryable(),
-            nonexistent
-                .model_feedback()
-                .unwrap()
-                .replace("tarnsfer", "X")
-        )
-    );
+    let mut refused = Vec::new();
+    for name in ["transfer", "tarnsfer"] {
+        let result = tools
+            .execute(name, r#"{"from": 1, "to": 2, "cents": 5}"#, &mut context)
+            .await;
+        let error = result.error().unwrap();
+        let feedback = error.model_feedback().unwrap().replace(name, "X");
+        refused.push((error.kind(), error.retryable(), feedback));
+    }
+    assert_eq!(refused[0].0, ToolErrorKind::NotFound);
+    assert_eq!(refused[0], refused[1]);
     assert_eq!(shop.runs("transfer"), 0);
     shop.close().await;
 }

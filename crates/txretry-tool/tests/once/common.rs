@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use txretry_core::{Backoff, RetryPolicy};
-use txretry_tool::{BoxError, BusinessError, Caller, InvokeError};
+use txretry_tool::{BoxError, BusinessError, Caller, InvokeError, Toolbox};
 
 /// The arguments of the test tools.
 #[derive(Clone, Copy, Debug, Deserialize, schemars::JsonSchema)]
@@ -110,6 +110,22 @@ pub fn answer(result: &Result<serde_json::Value, InvokeError>) -> String {
         ),
         Err(other) => format!("other {other}"),
     }
+}
+
+/// Calls the test tool `tool` with `item` under `key`, as anyone; a call that hangs fails
+/// the test.
+pub async fn call(
+    toolbox: &Toolbox,
+    tool: &'static str,
+    item: i64,
+    key: &str,
+) -> Result<serde_json::Value, InvokeError> {
+    within(toolbox.invoke(&anyone(), tool, serde_json::json!({ "item": item }), key)).await
+}
+
+/// What the test tool answers for `item` when its insert made `effects` rows.
+pub fn placed(item: i64, effects: i64) -> serde_json::Value {
+    serde_json::json!({"item": item, "effects": effects, "note": "placed"})
 }
 
 pub use txretry_testkit::unique_name;

@@ -11,17 +11,17 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use txretry_core::{Phase, Verdict};
-use txretry_tool::{FailureKind, InvokeError, Once, Tool, Toolbox};
+use txretry_tool::{FailureKind, InvokeError, Once, Tool, ToolFailure, Toolbox};
 
 use crate::common::*;
-use crate::driver::OnceDriver;
+use crate::driver::{OnceDriver, Record};
 
 /// One test per scenario for `$driver`.
 macro_rules! once_scenarios {
     ($driver:ty) => {
-        crate::scenarios::once_scenarios!(@each $driver;
+        crate::scenarios::once_scenarios!(@each $driver, 4;
             replaying_a_committed_call_returns_the_same_output_and_the_effect_is_once,
             sixteen_concurrent_duplicates_give_one_effect_and_sixteen_identical_answers,
             duplicates_queued_behind_a_claim_that_rolls_back_get_one_effect,
@@ -37,11 +37,15 @@ macro_rules! once_scenarios {
             a_process_dying_after_commit_leaves_the_record_the_resent_call_gets,
         );
     };
-    (@each $driver:ty; $($scenario:ident),* $(,)?) => {
+    (@each $driver:ty, $threads:literal; $($scenario:ident),* $(,)?) => {
         $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
             async fn $scenario() {
-                crate::scenarios::$scenario::<$driver>(stringify!($scenario)).await;
+                crate::scenarios::Setup::<$driver>::run(
+                    stringify!($scenario),
+                    crate::scenarios::$scenario::<$driver>,
+                )
+                .await;
             }
         )*
     };
@@ -50,13 +54,9 @@ macro_rules! once_scenarios {
 /// The scenarios that need a network between client and server (Postgres, MariaDB).
 macro_rules! commit_fault_scenarios {
     ($driver:ty) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn a_lost_commit_answer_is_resolved_by_the_resent_call() {
-            crate::scenarios::a_lost_commit_answer_is_resolved_by_the_resent_call::<$driver>(
-                "a_lost_commit_answer_is_resolved_by_the_resent_call",
-            )
-            .await;
-        }
+        crate::scenarios::once_scenarios!(@each $driver, 2;
+            a_lost_commit_answer_is_resolved_by_the_resent_call,
+        );
     };
 }
 
@@ -64,13 +64,8 @@ pub(crate) use {commit_fault_scenarios, once_scenarios};
 
 type Answer = Result<Value, InvokeError>;
 
-fn records_for(records: &str) -> Once {
-    Once::new().table(records).unwrap()
-}
-
 /// What every scenario starts from: the fixture, an effects table of its own, and a
 /// name of its own for the records' table (created by the scenario or its first call).
-/// `None`: no server (skip).
 pub struct Setup<D> {
     pub fx: D,
     pub t: String,
@@ -78,6 +73,7 @@ pub struct Setup<D> {
 }
 
 impl<D: OnceDriver> Setup<D> {
+    /// `None`: no server (skip).
     pub async fn new(test: &str) -> Option<Setup<D>> {
         let fx = D::open(test).await?;
         let t = unique_name("once_effects");
@@ -87,6 +83,43 @@ impl<D: OnceDriver> Setup<D> {
         .await;
         let records = unique_name("once_calls");
         Some(Setup { fx, t, records })
+    }
+
+    /// Runs `scenario` on a setup of its own (nothing, with no server), then drops its
+    /// tables; a failed scenario leaves them, to be looked at.
+    pub async fn run(test: &str, scenario: impl AsyncFnOnce(&Setup<D>)) {
+        let Some(setup) = Setup::new(test).await else {
+            return;
+        };
+        scenario(&setup).await;
+        drop_tables(&setup.fx, &[&setup.t, &setup.records]).await;
+    }
+
+    /// `once` with the records' table.
+    pub fn once(&self) -> Once {
+        Once::new().table(&self.records).unwrap()
+    }
+
+    /// Creates the records' table (before the calls, where the scenario is not about that).
+    pub async fn migrate(&self) {
+        self.fx.migrate(&self.once()).await;
+    }
+
+    /// The test tool `name` doing `work`, declared `once` with the records' table.
+    pub fn tool(&self, name: &'static str, work: &Work) -> Tool {
+        D::tool(&self.fx.handle(), name, work).once(self.once())
+    }
+
+    pub async fn effects(&self) -> i64 {
+        count(&self.fx, &self.t).await
+    }
+
+    pub async fn recorded(&self) -> i64 {
+        count(&self.fx, &self.records).await
+    }
+
+    pub async fn record(&self, key: &str) -> Record {
+        self.fx.record(&self.records, key).await
     }
 }
 
@@ -131,20 +164,28 @@ fn toolbox(policy_attempts: u32, tool: Tool) -> Toolbox {
         .unwrap()
 }
 
-/// Sixteen concurrent calls with the same call id, once the first one's work has started
-/// and (where the database can say) the other fifteen queue on its claim of the key.
+/// The failure of a call that must have failed.
+fn failed(result: &Answer) -> &ToolFailure {
+    let Err(InvokeError::Failed(failure)) = result else {
+        panic!("{result:?}");
+    };
+    failure
+}
+
+/// Sixteen concurrent calls of `tool` with `item` and the same call id, once the first
+/// one's work has started and (where the database can say) the other fifteen queue on its
+/// claim of the key.
 async fn sixteen_queued<D: OnceDriver>(
-    fx: &D,
-    records: &str,
+    s: &Setup<D>,
     toolbox: &Toolbox,
     tool: &'static str,
-    args: Value,
+    item: i64,
     runs: &Counter,
 ) -> Vec<tokio::task::JoinHandle<Answer>> {
     let calls = (0..16)
         .map(|_| {
-            let (toolbox, args) = (toolbox.clone(), args.clone());
-            tokio::spawn(async move { toolbox.invoke(&anyone(), tool, args, "call-dup").await })
+            let toolbox = toolbox.clone();
+            tokio::spawn(async move { call(&toolbox, tool, item, "call-dup").await })
         })
         .collect();
     // The first claim holds the key inside its transaction; the others must queue on the
@@ -153,10 +194,10 @@ async fn sixteen_queued<D: OnceDriver>(
         runs.get() >= 1
     })
     .await;
-    match D::DB.waiting_sql(records) {
+    match D::DB.waiting_sql(&s.records) {
         Some(sql) => {
             poll_until("the duplicates never queued on the key", async || {
-                fx.scalar(sql.clone()).await >= 15
+                s.fx.scalar(sql.clone()).await >= 15
             })
             .await
         }
@@ -177,75 +218,47 @@ async fn answers(calls: Vec<tokio::task::JoinHandle<Answer>>) -> Vec<Answer> {
 pub async fn replaying_a_committed_call_returns_the_same_output_and_the_effect_is_once<
     D: OnceDriver,
 >(
-    test: &str,
+    s: &Setup<D>,
 ) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let work = Work::new(&t, Step::Place);
-    let toolbox = toolbox(
-        3,
-        D::tool(&fx.handle(), "place", &work).once(records_for(&records)),
-    );
+    let work = Work::new(&s.t, Step::Place);
+    let toolbox = toolbox(3, s.tool("place", &work));
     assert!(toolbox.offered(&anyone())[0].is_once());
 
-    let first = toolbox
-        .invoke(&anyone(), "place", json!({"item": 7}), "call-1")
-        .await
-        .unwrap();
-    assert_eq!(first, json!({"item": 7, "effects": 1, "note": "placed"}));
-    let again = toolbox
-        .invoke(&anyone(), "place", json!({"item": 7}), "call-1")
-        .await
-        .unwrap();
+    let first = call(&toolbox, "place", 7, "call-1").await.unwrap();
+    assert_eq!(first, placed(7, 1));
+    let again = call(&toolbox, "place", 7, "call-1").await.unwrap();
     assert_eq!(
         again, first,
         "the recorded output, as the first call returned it"
     );
     assert_eq!(work.runs.get(), 1, "the work did not run again");
-    assert_eq!(count(&fx, &t).await, 1, "one effect");
-    assert_eq!(count(&fx, &records).await, 1);
-    let (status, output, kind, message) = fx.record(&records, "call-1").await;
+    assert_eq!(s.effects().await, 1, "one effect");
+    assert_eq!(s.recorded().await, 1);
+    let (status, output, kind, message) = s.record("call-1").await;
     assert_eq!(status, "ok");
     let output: Value = serde_json::from_str(&output.unwrap()).unwrap();
     assert_eq!(output, first);
     assert_eq!((kind, message), (None, None));
 
     // Another key is another call.
-    let other = toolbox
-        .invoke(&anyone(), "place", json!({"item": 7}), "call-2")
-        .await
-        .unwrap();
+    let other = call(&toolbox, "place", 7, "call-2").await.unwrap();
     assert_eq!(other["effects"], 2);
     assert_eq!(work.runs.get(), 2);
-    assert_eq!(count(&fx, &t).await, 2);
-    drop_tables(&fx, &[&t, &records]).await;
+    assert_eq!(s.effects().await, 2);
 }
 
 pub async fn sixteen_concurrent_duplicates_give_one_effect_and_sixteen_identical_answers<
     D: OnceDriver,
 >(
-    test: &str,
+    s: &Setup<D>,
 ) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let once = records_for(&records);
     // The table exists before the race: the race is about the key, not the DDL.
-    fx.migrate(&once).await;
+    s.migrate().await;
     let gate = Gate::closed();
-    let work = Work::new(&t, Step::Place).gated(&gate);
-    let toolbox = toolbox(5, D::tool(&fx.handle(), "place", &work).once(once));
+    let work = Work::new(&s.t, Step::Place).gated(&gate);
+    let toolbox = toolbox(5, s.tool("place", &work));
 
-    let calls = sixteen_queued(
-        &fx,
-        &records,
-        &toolbox,
-        "place",
-        json!({"item": 3}),
-        &work.runs,
-    )
-    .await;
+    let calls = sixteen_queued(s, &toolbox, "place", 3, &work.runs).await;
     assert_eq!(
         work.runs.get(),
         1,
@@ -254,52 +267,35 @@ pub async fn sixteen_concurrent_duplicates_give_one_effect_and_sixteen_identical
     gate.release();
     let answers = answers(calls).await;
     let first = answers[0].as_ref().unwrap().clone();
-    assert_eq!(first, json!({"item": 3, "effects": 1, "note": "placed"}));
+    assert_eq!(first, placed(3, 1));
     for (i, answer) in answers.iter().enumerate() {
         assert_eq!(answer.as_ref().unwrap(), &first, "answer {i}");
     }
     assert_eq!(work.runs.get(), 1, "the work ran once");
-    assert_eq!(count(&fx, &t).await, 1, "one effect");
-    assert_eq!(count(&fx, &records).await, 1);
-    drop_tables(&fx, &[&t, &records]).await;
+    assert_eq!(s.effects().await, 1, "one effect");
+    assert_eq!(s.recorded().await, 1);
 }
 
 pub async fn duplicates_queued_behind_a_claim_that_rolls_back_get_one_effect<D: OnceDriver>(
-    test: &str,
+    s: &Setup<D>,
 ) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let once = records_for(&records);
-    fx.migrate(&once).await;
+    s.migrate().await;
     let gate = Gate::closed();
     // The duplicates queue behind the first claim; then it rolls back. On MariaDB, the
     // row's rollback leaves the duplicates' locks on the gap, and InnoDB ends all but one
     // of their claims as deadlocks (1213): retried, they queue behind the new claim.
-    let work = Work::new(&t, Step::FlakyFirst).gated(&gate);
+    let work = Work::new(&s.t, Step::FlakyFirst).gated(&gate);
     let retries = Counter::default();
     let toolbox = Toolbox::builder()
         .policy(fast_counting(10, &retries))
-        .tool(D::tool(&fx.handle(), "flaky", &work).once(once))
+        .tool(s.tool("flaky", &work))
         .build()
         .unwrap();
-    let calls = sixteen_queued(
-        &fx,
-        &records,
-        &toolbox,
-        "flaky",
-        json!({"item": 5}),
-        &work.runs,
-    )
-    .await;
+    let calls = sixteen_queued(s, &toolbox, "flaky", 5, &work.runs).await;
     gate.release();
     let answers = answers(calls).await;
     for (i, answer) in answers.iter().enumerate() {
-        assert_eq!(
-            answer.as_ref().unwrap(),
-            &json!({"item": 5, "effects": 1, "note": "placed"}),
-            "answer {i}"
-        );
+        assert_eq!(answer.as_ref().unwrap(), &placed(5, 1), "answer {i}");
     }
     assert_eq!(work.runs.get(), 2, "the rolled-back run, then one more");
     if D::DB.handoff_deadlocks() {
@@ -308,259 +304,165 @@ pub async fn duplicates_queued_behind_a_claim_that_rolls_back_get_one_effect<D: 
     } else {
         assert_eq!(retries.get(), 1, "only the first call's retry");
     }
-    assert_eq!(count(&fx, &t).await, 1, "one effect");
-    assert_eq!(count(&fx, &records).await, 1);
-    drop_tables(&fx, &[&t, &records]).await;
+    assert_eq!(s.effects().await, 1, "one effect");
+    assert_eq!(s.recorded().await, 1);
 }
 
 pub async fn a_business_error_is_recorded_its_writes_rolled_back_and_replayed<D: OnceDriver>(
-    test: &str,
+    s: &Setup<D>,
 ) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let work = Work::new(&t, Step::Place);
-    let toolbox = toolbox(
-        3,
-        D::tool(&fx.handle(), "place", &work).once(records_for(&records)),
-    );
+    let work = Work::new(&s.t, Step::Place);
+    let toolbox = toolbox(3, s.tool("place", &work));
 
-    let first = toolbox
-        .invoke(&anyone(), "place", json!({"item": -5}), "call-b")
-        .await;
-    let Err(InvokeError::Failed(failure)) = &first else {
-        panic!("{first:?}");
-    };
+    let first = call(&toolbox, "place", -5, "call-b").await;
+    let failure = failed(&first);
     assert_eq!(failure.kind(), FailureKind::Business);
     assert_eq!(failure.to_string(), "place: there is no item -5");
     assert_eq!(failure.attempts().len(), 1);
     assert_eq!(failure.attempts()[0].verdict(), Verdict::Permanent);
 
-    let again = toolbox
-        .invoke(&anyone(), "place", json!({"item": -5}), "call-b")
-        .await;
+    let again = call(&toolbox, "place", -5, "call-b").await;
     assert_eq!(answer(&again), answer(&first), "the same business error");
     assert_eq!(work.runs.get(), 1, "the work did not run again");
-    assert_eq!(count(&fx, &t).await, 0, "the work's insert was rolled back");
-    let (status, output, kind, message) = fx.record(&records, "call-b").await;
+    assert_eq!(s.effects().await, 0, "the work's insert was rolled back");
+    let (status, output, kind, message) = s.record("call-b").await;
     assert_eq!(status, "error");
     assert_eq!(output, None);
     assert_eq!(kind.as_deref(), Some("unknown_item"));
     assert_eq!(message.as_deref(), Some("there is no item -5"));
-    drop_tables(&fx, &[&t, &records]).await;
 }
 
-pub async fn a_permanent_database_error_is_recorded_with_its_code<D: OnceDriver>(test: &str) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
+pub async fn a_permanent_database_error_is_recorded_with_its_code<D: OnceDriver>(s: &Setup<D>) {
     let keyed = unique_name("once_keyed");
-    fx.exec(format!("CREATE TABLE {keyed} (id INT PRIMARY KEY)"))
+    s.fx.exec(format!("CREATE TABLE {keyed} (id INT PRIMARY KEY)"))
         .await;
-    let work = Work::new(&t, Step::Duplicate(keyed.clone()));
-    let toolbox = toolbox(
-        3,
-        D::tool(&fx.handle(), "register", &work).once(records_for(&records)),
-    );
+    let work = Work::new(&s.t, Step::Duplicate(keyed.clone()));
+    let toolbox = toolbox(3, s.tool("register", &work));
 
-    let first = toolbox
-        .invoke(&anyone(), "register", json!({"item": 1}), "call-u")
-        .await;
+    let first = call(&toolbox, "register", 1, "call-u").await;
     let failure = first.as_ref().unwrap_err().failure().unwrap();
     assert_eq!(failure.kind(), FailureKind::Business);
-    let again = toolbox
-        .invoke(&anyone(), "register", json!({"item": 1}), "call-u")
-        .await;
+    let again = call(&toolbox, "register", 1, "call-u").await;
     assert_eq!(answer(&again), answer(&first));
     assert_eq!(work.runs.get(), 1);
-    assert_eq!(count(&fx, &t).await, 0, "rolled back to the savepoint");
-    assert_eq!(count(&fx, &keyed).await, 0);
-    let (status, _, kind, message) = fx.record(&records, "call-u").await;
+    assert_eq!(s.effects().await, 0, "rolled back to the savepoint");
+    assert_eq!(count(&s.fx, &keyed).await, 0);
+    let (status, _, kind, message) = s.record("call-u").await;
     assert_eq!(status, "error");
     assert_eq!(kind.as_deref(), Some(D::DB.unique_kind()));
     assert_eq!(
         format!("register: {}", message.unwrap()),
         first.unwrap_err().to_string()
     );
-    drop_tables(&fx, &[&t, &keyed, &records]).await;
+    drop_tables(&s.fx, &[&keyed]).await;
 }
 
 pub async fn a_transient_failure_in_the_work_is_retried_and_never_recorded<D: OnceDriver>(
-    test: &str,
+    s: &Setup<D>,
 ) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let work = Work::new(&t, Step::FlakyFirst);
-    let toolbox = toolbox(
-        3,
-        D::tool(&fx.handle(), "flaky", &work).once(records_for(&records)),
-    );
-    let out = toolbox
-        .invoke(&anyone(), "flaky", json!({"item": 4}), "call-t")
-        .await
-        .unwrap();
+    let work = Work::new(&s.t, Step::FlakyFirst);
+    let toolbox = toolbox(3, s.tool("flaky", &work));
+    let out = call(&toolbox, "flaky", 4, "call-t").await.unwrap();
     assert_eq!(
         out,
-        json!({"item": 4, "effects": 1, "note": "placed"}),
+        placed(4, 1),
         "the second run's output: the first run was rolled back, claim and all"
     );
     assert_eq!(work.runs.get(), 2);
-    assert_eq!(count(&fx, &t).await, 1);
-    let (status, output, _, _) = fx.record(&records, "call-t").await;
+    assert_eq!(s.effects().await, 1);
+    let (status, output, _, _) = s.record("call-t").await;
     assert_eq!(status, "ok");
     assert_eq!(
         serde_json::from_str::<Value>(&output.unwrap()).unwrap(),
         out
     );
-    let again = toolbox
-        .invoke(&anyone(), "flaky", json!({"item": 4}), "call-t")
-        .await
-        .unwrap();
+    let again = call(&toolbox, "flaky", 4, "call-t").await.unwrap();
     assert_eq!(again, out);
     assert_eq!(work.runs.get(), 2);
-    drop_tables(&fx, &[&t, &records]).await;
 }
 
-pub async fn a_key_from_the_arguments_makes_two_call_ids_one_call<D: OnceDriver>(test: &str) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
+pub async fn a_key_from_the_arguments_makes_two_call_ids_one_call<D: OnceDriver>(s: &Setup<D>) {
     let once = Once::key_from_args(|args: &Args| format!("item-{}", args.item))
-        .table(&records)
+        .table(&s.records)
         .unwrap();
-    let work = Work::new(&t, Step::Place);
-    let toolbox = toolbox(3, D::tool(&fx.handle(), "place", &work).once(once));
-    let a = toolbox
-        .invoke(&anyone(), "place", json!({"item": 9}), "call-a")
-        .await
-        .unwrap();
-    let b = toolbox
-        .invoke(&anyone(), "place", json!({"item": 9}), "call-b")
-        .await
-        .unwrap();
+    let work = Work::new(&s.t, Step::Place);
+    let toolbox = toolbox(3, D::tool(&s.fx.handle(), "place", &work).once(once));
+    let a = call(&toolbox, "place", 9, "call-a").await.unwrap();
+    let b = call(&toolbox, "place", 9, "call-b").await.unwrap();
     assert_eq!(a, b);
     assert_eq!(work.runs.get(), 1);
-    let c = toolbox
-        .invoke(&anyone(), "place", json!({"item": 10}), "call-a")
-        .await
-        .unwrap();
+    let c = call(&toolbox, "place", 10, "call-a").await.unwrap();
     assert_eq!(c["effects"], 2);
-    assert_eq!(fx.record(&records, "item-9").await.0, "ok");
-    assert_eq!(count(&fx, &records).await, 2);
-    drop_tables(&fx, &[&t, &records]).await;
+    assert_eq!(s.record("item-9").await.0, "ok");
+    assert_eq!(s.recorded().await, 2);
 }
 
 pub async fn the_table_is_created_on_first_use_migrate_is_idempotent_and_prune_expires<
     D: OnceDriver,
 >(
-    test: &str,
+    s: &Setup<D>,
 ) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let once = records_for(&records);
-    let work = Work::new(&t, Step::Place);
-    let toolbox = toolbox(3, D::tool(&fx.handle(), "place", &work).once(once.clone()));
+    let once = s.once();
+    let work = Work::new(&s.t, Step::Place);
+    let toolbox = toolbox(3, s.tool("place", &work));
     // No table yet: the first call creates it; its failed claim is not one of its attempts.
-    let first = toolbox
-        .invoke(&anyone(), "place", json!({"item": 1}), "call-1")
-        .await
-        .unwrap();
-    assert_eq!(first, json!({"item": 1, "effects": 1, "note": "placed"}));
-    toolbox
-        .invoke(&anyone(), "place", json!({"item": 2}), "call-2")
-        .await
-        .unwrap();
-    assert_eq!(count(&fx, &records).await, 2);
-    fx.migrate(&once).await;
-    fx.migrate(&once).await;
-    assert_eq!(count(&fx, &records).await, 2, "migrate keeps the records");
+    let first = call(&toolbox, "place", 1, "call-1").await.unwrap();
+    assert_eq!(first, placed(1, 1));
+    call(&toolbox, "place", 2, "call-2").await.unwrap();
+    assert_eq!(s.recorded().await, 2);
+    s.migrate().await;
+    s.migrate().await;
+    assert_eq!(s.recorded().await, 2, "migrate keeps the records");
 
     let hour = Duration::from_secs(3600);
-    assert_eq!(fx.prune(&once, hour).await, 0);
-    fx.exec(D::DB.age_sql(&records, "call-1")).await;
-    assert_eq!(fx.prune(&once, hour).await, 1);
-    assert_eq!(count(&fx, &records).await, 1);
+    assert_eq!(s.fx.prune(&once, hour).await, 0);
+    s.fx.exec(D::DB.age_sql(&s.records, "call-1")).await;
+    assert_eq!(s.fx.prune(&once, hour).await, 1);
+    assert_eq!(s.recorded().await, 1);
     // A pruned key is forgotten: the call runs again; the kept one does not.
-    toolbox
-        .invoke(&anyone(), "place", json!({"item": 1}), "call-1")
-        .await
-        .unwrap();
+    call(&toolbox, "place", 1, "call-1").await.unwrap();
     assert_eq!(work.runs.get(), 3);
-    toolbox
-        .invoke(&anyone(), "place", json!({"item": 2}), "call-2")
-        .await
-        .unwrap();
+    call(&toolbox, "place", 2, "call-2").await.unwrap();
     assert_eq!(work.runs.get(), 3, "call-2 was kept");
-    drop_tables(&fx, &[&t, &records]).await;
 }
 
 /// Users who run their own migrations create the table from `Once::ddl`: the calls use it
 /// as it is, and `migrate` finds nothing to do.
-pub async fn a_table_created_from_the_ddl_is_the_one_calls_use<D: OnceDriver>(test: &str) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let once = records_for(&records);
-    fx.exec(once.ddl(D::DB.dialect())).await;
-    assert_eq!(count(&fx, &records).await, 0);
-    let work = Work::new(&t, Step::Place);
-    let toolbox = toolbox(3, D::tool(&fx.handle(), "place", &work).once(once.clone()));
-    let first = toolbox
-        .invoke(&anyone(), "place", json!({"item": 8}), "call-d")
-        .await
-        .unwrap();
-    let again = toolbox
-        .invoke(&anyone(), "place", json!({"item": 8}), "call-d")
-        .await
-        .unwrap();
+pub async fn a_table_created_from_the_ddl_is_the_one_calls_use<D: OnceDriver>(s: &Setup<D>) {
+    s.fx.exec(s.once().ddl(D::DB.dialect())).await;
+    assert_eq!(s.recorded().await, 0);
+    let work = Work::new(&s.t, Step::Place);
+    let toolbox = toolbox(3, s.tool("place", &work));
+    let first = call(&toolbox, "place", 8, "call-d").await.unwrap();
+    let again = call(&toolbox, "place", 8, "call-d").await.unwrap();
     assert_eq!(again, first);
     assert_eq!(work.runs.get(), 1);
-    fx.migrate(&once).await;
-    assert_eq!(fx.record(&records, "call-d").await.0, "ok");
-    assert_eq!(count(&fx, &records).await, 1);
-    drop_tables(&fx, &[&t, &records]).await;
+    s.migrate().await;
+    assert_eq!(s.record("call-d").await.0, "ok");
+    assert_eq!(s.recorded().await, 1);
 }
 
 pub async fn a_timed_out_attempt_is_run_again_because_the_record_decides<D: OnceDriver>(
-    test: &str,
+    s: &Setup<D>,
 ) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let work = Work::new(&t, Step::HangFirst);
+    let work = Work::new(&s.t, Step::HangFirst);
     // Not idempotent: `once` alone makes the timed-out attempt safe to rerun.
-    let tool = D::tool(&fx.handle(), "slow", &work)
-        .timeout(Duration::from_millis(300))
-        .once(records_for(&records));
-    let toolbox = toolbox(4, tool);
-    let out = within(toolbox.invoke(&anyone(), "slow", json!({"item": 1}), "call-s"))
-        .await
-        .unwrap();
-    assert_eq!(out, json!({"item": 1, "effects": 1, "note": "placed"}));
+    let tool = s.tool("slow", &work).timeout(Duration::from_millis(300));
+    let out = call(&toolbox(4, tool), "slow", 1, "call-s").await.unwrap();
+    assert_eq!(out, placed(1, 1));
     assert_eq!(work.runs.get(), 2);
-    assert_eq!(count(&fx, &t).await, 1, "the timed-out run was rolled back");
-    drop_tables(&fx, &[&t, &records]).await;
+    assert_eq!(s.effects().await, 1, "the timed-out run was rolled back");
 }
 
 /// A `once` call that could not be confirmed says that repeating it with the same key is
 /// safe, instead of "check before trying again".
 pub async fn an_unconfirmed_call_says_a_repeat_with_the_same_key_is_safe<D: OnceDriver>(
-    test: &str,
+    s: &Setup<D>,
 ) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let work = Work::new(&t, Step::HangAlways);
-    let tool = D::tool(&fx.handle(), "stuck", &work)
-        .timeout(Duration::from_millis(100))
-        .once(records_for(&records));
-    let result =
-        within(toolbox(2, tool).invoke(&anyone(), "stuck", json!({"item": 1}), "call-x")).await;
-    let Err(InvokeError::Failed(failure)) = &result else {
-        panic!("{result:?}");
-    };
+    let work = Work::new(&s.t, Step::HangAlways);
+    let tool = s.tool("stuck", &work).timeout(Duration::from_millis(100));
+    let result = call(&toolbox(2, tool), "stuck", 1, "call-x").await;
+    let failure = failed(&result);
     assert_eq!(failure.kind(), FailureKind::TimedOut);
     assert_eq!(
         failure.attempts().len(),
@@ -572,19 +474,18 @@ pub async fn an_unconfirmed_call_says_a_repeat_with_the_same_key_is_safe<D: Once
         "stuck: could not confirm the outcome after 2 attempts; calling again with the same \
          key is safe: it returns the outcome if the change was made, or makes it"
     );
-    assert_eq!(count(&fx, &t).await, 0, "nothing committed");
-    drop_tables(&fx, &[&t, &records]).await;
+    assert_eq!(s.effects().await, 0, "nothing committed");
 }
 
-/// Calls `place` with `item` under `key`; the handler dies (panics), and the call fails
-/// saying so.
-async fn dies(toolbox: &Toolbox, item: i64, key: &str) {
-    let caller = anyone();
-    let result = within(toolbox.invoke(&caller, "place", json!({ "item": item }), key)).await;
-    let Err(InvokeError::Failed(failure)) = &result else {
-        panic!("{result:?}");
-    };
-    assert_eq!(failure.kind(), FailureKind::Panicked);
+/// The `place` tool doing `step`'s work on a records' table made beforehand, after its
+/// call of `item` under `key` died (the handler panicked) and failed saying so.
+async fn died<D: OnceDriver>(s: &Setup<D>, step: Step, item: i64, key: &str) -> (Work, Toolbox) {
+    s.migrate().await;
+    let work = Work::new(&s.t, step);
+    let toolbox = toolbox(3, s.tool("place", &work));
+    let result = call(&toolbox, "place", item, key).await;
+    assert_eq!(failed(&result).kind(), FailureKind::Panicked);
+    (work, toolbox)
 }
 
 /// The work dies (panics) inside its transaction, as a process dying before COMMIT: the
@@ -593,29 +494,19 @@ async fn dies(toolbox: &Toolbox, item: i64, key: &str) {
 pub async fn a_process_dying_before_commit_leaves_nothing_and_the_resent_call_runs<
     D: OnceDriver,
 >(
-    test: &str,
+    s: &Setup<D>,
 ) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let once = records_for(&records);
-    fx.migrate(&once).await;
-    let work = Work::new(&t, Step::DieBeforeCommitFirst);
-    let toolbox = toolbox(3, D::tool(&fx.handle(), "place", &work).once(once));
-    dies(&toolbox, 6, "call-d").await;
+    let (work, toolbox) = died(s, Step::DieBeforeCommitFirst, 6, "call-d").await;
     assert_eq!(
-        count(&fx, &records).await,
+        s.recorded().await,
         0,
         "no record: the claim was rolled back"
     );
-    let resent = within(toolbox.invoke(&anyone(), "place", json!({"item": 6}), "call-d"))
-        .await
-        .unwrap();
-    assert_eq!(resent, json!({"item": 6, "effects": 1, "note": "placed"}));
+    let resent = call(&toolbox, "place", 6, "call-d").await.unwrap();
+    assert_eq!(resent, placed(6, 1));
     assert_eq!(work.runs.get(), 2);
-    assert_eq!(count(&fx, &t).await, 1, "one effect");
-    assert_eq!(fx.record(&records, "call-d").await.0, "ok");
-    drop_tables(&fx, &[&t, &records]).await;
+    assert_eq!(s.effects().await, 1, "one effect");
+    assert_eq!(s.record("call-d").await.0, "ok");
 }
 
 /// The handler dies (panics) after its `once` call committed, before it answers: the
@@ -623,28 +514,14 @@ pub async fn a_process_dying_before_commit_leaves_nothing_and_the_resent_call_ru
 /// way. The call re-sent with the same key gets the recorded answer; the work does not run
 /// again.
 pub async fn a_process_dying_after_commit_leaves_the_record_the_resent_call_gets<D: OnceDriver>(
-    test: &str,
+    s: &Setup<D>,
 ) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let once = records_for(&records);
-    fx.migrate(&once).await;
-    let work = Work::new(&t, Step::DieAfterCommitFirst);
-    let toolbox = toolbox(3, D::tool(&fx.handle(), "place", &work).once(once));
-    dies(&toolbox, 2, "call-a").await;
-    assert_eq!(
-        fx.record(&records, "call-a").await.0,
-        "ok",
-        "the commit landed"
-    );
-    let resent = within(toolbox.invoke(&anyone(), "place", json!({"item": 2}), "call-a"))
-        .await
-        .unwrap();
-    assert_eq!(resent, json!({"item": 2, "effects": 1, "note": "placed"}));
+    let (work, toolbox) = died(s, Step::DieAfterCommitFirst, 2, "call-a").await;
+    assert_eq!(s.record("call-a").await.0, "ok", "the commit landed");
+    let resent = call(&toolbox, "place", 2, "call-a").await.unwrap();
+    assert_eq!(resent, placed(2, 1));
     assert_eq!(work.runs.get(), 1, "the work did not run again");
-    assert_eq!(count(&fx, &t).await, 1, "one effect");
-    drop_tables(&fx, &[&t, &records]).await;
+    assert_eq!(s.effects().await, 1, "one effect");
 }
 
 /// The commit-fault proxy lets a COMMIT land and answers it with a connection-class error
@@ -653,28 +530,22 @@ pub async fn a_process_dying_after_commit_leaves_the_record_the_resent_call_gets
 /// on a tokio-postgres client the runner cannot replace, by the invocation running the
 /// handler again — and the claim finds the record: one effect, one answer. The call
 /// re-sent later gets the same answer.
-pub async fn a_lost_commit_answer_is_resolved_by_the_resent_call<D: OnceDriver>(test: &str) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let url = fx.server_url().expect("a server database").to_owned();
-    let once = records_for(&records);
-    fx.migrate(&once).await;
+pub async fn a_lost_commit_answer_is_resolved_by_the_resent_call<D: OnceDriver>(s: &Setup<D>) {
+    let url = s.fx.server_url().expect("a server database").to_owned();
+    s.migrate().await;
     let proxy = txretry_testkit::CommitFaultProxy::start(&url).unwrap();
     let via = D::through(proxy.url()).await;
-    let work = Work::new(&t, Step::Place);
-    let (toolbox, retried) = recording(D::tool(&via, "place", &work).once(once));
+    let work = Work::new(&s.t, Step::Place);
+    let (toolbox, retried) = recording(D::tool(&via, "place", &work).once(s.once()));
 
     proxy.arm_commit_faults(1);
-    let first = within(toolbox.invoke(&anyone(), "place", json!({"item": 5}), "call-p"))
-        .await
-        .unwrap();
+    let first = call(&toolbox, "place", 5, "call-p").await.unwrap();
     assert_eq!(
         proxy.faults_injected(),
         1,
         "the COMMIT landed, its answer was lost"
     );
-    assert_eq!(first, json!({"item": 5, "effects": 1, "note": "placed"}));
+    assert_eq!(first, placed(5, 1));
     assert_eq!(
         work.runs.get(),
         1,
@@ -685,14 +556,11 @@ pub async fn a_lost_commit_answer_is_resolved_by_the_resent_call<D: OnceDriver>(
         [(Verdict::Ambiguous, Phase::Commit, 1)],
         "one retry, of the ambiguous COMMIT"
     );
-    assert_eq!(count(&fx, &t).await, 1, "one effect");
+    assert_eq!(s.effects().await, 1, "one effect");
 
-    let resent = within(toolbox.invoke(&anyone(), "place", json!({"item": 5}), "call-p"))
-        .await
-        .unwrap();
+    let resent = call(&toolbox, "place", 5, "call-p").await.unwrap();
     assert_eq!(resent, first);
     assert_eq!(work.runs.get(), 1);
-    assert_eq!(count(&fx, &t).await, 1, "one effect");
-    assert_eq!(count(&fx, &records).await, 1);
-    drop_tables(&fx, &[&t, &records]).await;
+    assert_eq!(s.effects().await, 1, "one effect");
+    assert_eq!(s.recorded().await, 1);
 }

@@ -13,10 +13,8 @@
 //! MariaDB has no deferred trigger to hold a COMMIT on the server; its lost COMMIT answer
 //! is the commit-fault proxy's (`scenarios.rs`), and SQLite has no server.
 
-use serde_json::json;
 use txretry_core::{Phase, Verdict};
 use txretry_testkit::held_commit::HeldCommit;
-use txretry_tool::Once;
 
 use crate::common::*;
 use crate::driver::OnceDriver;
@@ -27,28 +25,26 @@ macro_rules! terminated_scenarios {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn a_backend_terminated_during_commit_then_a_retry_with_the_same_key_gives_one_effect()
          {
-            crate::terminated::terminated_during_commit::<$driver>("once commit terminated").await;
+            crate::scenarios::Setup::<$driver>::run(
+                "once commit terminated",
+                crate::terminated::terminated_during_commit::<$driver>,
+            )
+            .await;
         }
     };
 }
 
 pub(crate) use terminated_scenarios;
 
-pub async fn terminated_during_commit<D: OnceDriver>(test: &str) {
-    let Some(Setup { fx, t, records }) = Setup::<D>::new(test).await else {
-        return;
-    };
-    let url = fx.server_url().expect("a Postgres server").to_owned();
-    let once = Once::new().table(&records).unwrap();
-    fx.migrate(&once).await;
-    let mut held = HeldCommit::install(&url, &t).await;
+pub async fn terminated_during_commit<D: OnceDriver>(s: &Setup<D>) {
+    let url = s.fx.server_url().expect("a Postgres server").to_owned();
+    s.migrate().await;
+    let mut held = HeldCommit::install(&url, &s.t).await;
     let killer = held.terminate_in_commit();
 
-    let work = Work::new(&t, Step::Place);
-    let (toolbox, retried) = recording(D::tool(&fx.handle(), "place", &work).once(once));
-    let out = within(toolbox.invoke(&anyone(), "place", json!({"item": 11}), "call-k"))
-        .await
-        .unwrap();
+    let work = Work::new(&s.t, Step::Place);
+    let (toolbox, retried) = recording(s.tool("place", &work));
+    let out = call(&toolbox, "place", 11, "call-k").await.unwrap();
     // The killer panics unless it terminated a session blocked in its COMMIT.
     killer.await.unwrap();
 
@@ -62,23 +58,14 @@ pub async fn terminated_during_commit<D: OnceDriver>(test: &str) {
         2,
         "the first COMMIT did not land, so the retry found no record and ran the work"
     );
-    assert_eq!(out, json!({"item": 11, "effects": 1, "note": "placed"}));
-    assert_eq!(
-        fx.scalar(format!("SELECT count(*) FROM {t}")).await,
-        1,
-        "one effect"
-    );
-    assert_eq!(fx.record(&records, "call-k").await.0, "ok");
+    assert_eq!(out, placed(11, 1));
+    assert_eq!(s.effects().await, 1, "one effect");
+    assert_eq!(s.record("call-k").await.0, "ok");
 
-    let again = toolbox
-        .invoke(&anyone(), "place", json!({"item": 11}), "call-k")
-        .await
-        .unwrap();
+    let again = call(&toolbox, "place", 11, "call-k").await.unwrap();
     assert_eq!(again, out);
     assert_eq!(work.runs.get(), 2);
-    assert_eq!(fx.scalar(format!("SELECT count(*) FROM {t}")).await, 1);
-    for table in [&t, &records] {
-        fx.exec(format!("DROP TABLE IF EXISTS {table}")).await;
-    }
+    assert_eq!(s.effects().await, 1);
+    // The trigger goes first; `Setup::run` drops the tables after.
     held.remove().await;
 }

@@ -2,14 +2,12 @@
 //! transaction that fails transiently every time runs `max_attempts` times in total, never
 //! `max_attempts²`, whatever mix of runner-level and handler-level retries happens.
 
-use serde_json::json;
-use txretry_core::{SqliteBegin, StopReason, TransientKind, TxOptions, Verdict};
-use txretry_tool::{BoxError, FailureKind, Tool, ToolContext, Toolbox};
+use txretry_core::{StopReason, TransientKind, Verdict};
+use txretry_tool::{BoxError, FailureKind, Tool};
 
-use crate::common::{BUSY, Counter, Db, Events, NoArgs, anyone, failure, fast};
-
-const SCHEMA: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL);
-                      INSERT INTO t VALUES (1, 0);";
+use crate::common::{
+    BUSY, Counter, Events, Locked, ONE_ROW, call, failure, runner_bump, shared_tool,
+};
 
 /// A tool whose handler runs one transaction through the sqlx runner under `ctx.policy()`
 /// (DEFERRED, so each attempt enters the closure and fails at its UPDATE). When `raw_first`,
@@ -20,43 +18,31 @@ fn runner_tool(
     tx_attempts: &Counter,
     raw_first: bool,
 ) -> Tool {
-    let (pool, runs, tx_attempts) = (pool.clone(), runs.clone(), tx_attempts.clone());
-    Tool::new("pay", "", move |ctx: ToolContext, _: NoArgs| {
-        let (pool, runs, tx_attempts) = (pool.clone(), runs.clone(), tx_attempts.clone());
-        async move {
+    let shared = (pool.clone(), runs.clone(), tx_attempts.clone());
+    shared_tool(
+        "pay",
+        "",
+        shared,
+        move |ctx, (pool, runs, tx_attempts)| async move {
             let run = runs.bump();
             if raw_first && run == 1 {
                 tx_attempts.bump();
                 sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await?;
             }
-            let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
-            txretry_sqlx::transaction_with(&pool, ctx.policy(), &deferred, async move |tx| {
-                tx_attempts.bump();
-                sqlx::query("UPDATE t SET v = v + 1")
-                    .execute(&mut **tx)
-                    .await
-                    .map(drop)
-            })
-            .await?;
+            runner_bump(&pool, ctx.policy(), tx_attempts, None).await?;
             Ok::<_, BoxError>(())
-        }
-    })
+        },
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p2_a_transaction_busy_every_time_runs_exactly_max_attempts_times() {
-    let db = Db::new(SCHEMA);
-    let pool = db.pool().await;
-    let holder = db.hold(); // never released
+    let Locked { db, pool, holder } = Locked::new(ONE_ROW).await; // never released
     let (runs, tx_attempts) = (Counter::default(), Counter::default());
     let events = Events::default();
-    let toolbox = events
-        .install(Toolbox::builder().policy(fast(3)))
-        .tool(runner_tool(&pool, &runs, &tx_attempts, false))
-        .build()
-        .unwrap();
+    let toolbox = events.toolbox(3, runner_tool(&pool, &runs, &tx_attempts, false));
 
-    let f = failure(toolbox.invoke(&anyone(), "pay", json!({}), "call-9").await);
+    let f = failure(call(&toolbox, "pay", "call-9").await);
 
     assert_eq!(tx_attempts.get(), 3, "3 transaction attempts in all, not 9");
     assert_eq!(
@@ -97,18 +83,12 @@ async fn p2_a_transaction_busy_every_time_runs_exactly_max_attempts_times() {
 /// still `max_attempts` attempts of the work in all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p2_handler_and_runner_retries_share_one_budget() {
-    let db = Db::new(SCHEMA);
-    let pool = db.pool().await;
-    let holder = db.hold(); // never released
+    let Locked { pool, holder, .. } = Locked::new(ONE_ROW).await; // never released
     let (runs, tx_attempts) = (Counter::default(), Counter::default());
     let events = Events::default();
-    let toolbox = events
-        .install(Toolbox::builder().policy(fast(4)))
-        .tool(runner_tool(&pool, &runs, &tx_attempts, true))
-        .build()
-        .unwrap();
+    let toolbox = events.toolbox(4, runner_tool(&pool, &runs, &tx_attempts, true));
 
-    let f = failure(toolbox.invoke(&anyone(), "pay", json!({}), "c").await);
+    let f = failure(call(&toolbox, "pay", "c").await);
 
     // Run 1: the raw write (1); run 2: the runner's three attempts (the budget's last 2
     // retries plus its free first attempt).

@@ -1,37 +1,43 @@
 //! Point 3: committed work is never re-run. Only the failing transaction is retried (in
 //! place, by its runner); the handler runs again only when nothing in its attempt committed.
 
-use std::path::PathBuf;
+use serde_json::{Value, json};
+use txretry_tool::{BoxError, FailureKind, InvokeError};
 
-use serde_json::json;
-use txretry_core::{SqliteBegin, TxOptions};
-use txretry_tool::{BoxError, FailureKind, Tool, ToolContext, Toolbox};
-
-use crate::common::{Counter, Db, Holder, NoArgs, anyone, failure, fast};
+use crate::common::{Counter, Db, Holder, call, failure, runner_bump, shared_tool, toolbox};
 
 const SCHEMA: &str = "CREATE TABLE log (id INTEGER PRIMARY KEY AUTOINCREMENT, note TEXT NOT NULL);
                       CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL);
                       INSERT INTO t VALUES (1, 0);";
 
-/// Tx1 (through the runner, commits a log row); then the other writer takes the lock and
-/// tx2 runs: outside any runner when `tx2_in_runner` is false, else through the runner
-/// (which releases the other writer after its first failure).
-fn two_transactions(
-    pool: &sqlx::SqlitePool,
-    path: PathBuf,
-    runs: &Counter,
-    tx2_attempts: &Counter,
-    tx2_in_runner: bool,
-) -> Tool {
-    let (pool, runs, tx2_attempts) = (pool.clone(), runs.clone(), tx2_attempts.clone());
-    Tool::new("ship", "", move |ctx: ToolContext, _: NoArgs| {
-        let (pool, path, runs, tx2_attempts) = (
-            pool.clone(),
-            path.clone(),
-            runs.clone(),
-            tx2_attempts.clone(),
-        );
-        async move {
+/// What a call of `ship` left: the database, the handler's runs, tx2's attempts, and the
+/// answer.
+struct Shipped {
+    db: Db,
+    runs: u32,
+    tx2_attempts: u32,
+    answer: Result<Value, InvokeError>,
+}
+
+/// Calls a tool `ship` under a budget of 5 on a database of its own. Its handler runs tx1
+/// (through the runner, commits a log row); then the other writer takes the lock and tx2
+/// runs: outside any runner when `tx2_in_runner` is false, else through the runner (which
+/// releases the other writer after its first failure).
+async fn ship(tx2_in_runner: bool) -> Shipped {
+    let db = Db::new(SCHEMA);
+    let pool = db.pool().await;
+    let (runs, tx2_attempts) = (Counter::default(), Counter::default());
+    let shared = (
+        pool.clone(),
+        db.path().to_owned(),
+        runs.clone(),
+        tx2_attempts.clone(),
+    );
+    let tool = shared_tool(
+        "ship",
+        "",
+        shared,
+        move |ctx, (pool, path, runs, tx2_attempts)| async move {
             runs.bump();
             txretry_sqlx::transaction(&pool, ctx.policy(), async |tx| {
                 sqlx::query("INSERT INTO log (note) VALUES ('tx1')")
@@ -44,18 +50,7 @@ fn two_transactions(
             let holder = std::sync::Arc::new(Holder::empty());
             holder.arm_at(&path);
             if tx2_in_runner {
-                let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
-                txretry_sqlx::transaction_with(&pool, ctx.policy(), &deferred, async move |tx| {
-                    let attempt = tx2_attempts.bump();
-                    let r = sqlx::query("UPDATE t SET v = v + 1")
-                        .execute(&mut **tx)
-                        .await;
-                    if attempt == 1 {
-                        holder.release();
-                    }
-                    r.map(drop)
-                })
-                .await?;
+                runner_bump(&pool, ctx.policy(), tx2_attempts, Some(holder)).await?;
             } else {
                 tx2_attempts.bump();
                 let r = sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await;
@@ -63,37 +58,29 @@ fn two_transactions(
                 r?;
             }
             Ok::<_, BoxError>("shipped")
-        }
-    })
+        },
+    );
+    let answer = call(&toolbox(5, tool), "ship", "c").await;
+    Shipped {
+        db,
+        runs: runs.get(),
+        tx2_attempts: tx2_attempts.get(),
+        answer,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p3_committed_tx1_then_transient_tx2_outside_the_runner_is_not_rerun() {
-    let db = Db::new(SCHEMA);
-    let pool = db.pool().await;
-    let (runs, tx2_attempts) = (Counter::default(), Counter::default());
-    let toolbox = Toolbox::builder()
-        .policy(fast(5))
-        .tool(two_transactions(
-            &pool,
-            db.path().to_owned(),
-            &runs,
-            &tx2_attempts,
-            false,
-        ))
-        .build()
-        .unwrap();
-
-    let f = failure(toolbox.invoke(&anyone(), "ship", json!({}), "c").await);
+    let shipped = ship(false).await;
+    let f = failure(shipped.answer);
 
     assert_eq!(
-        runs.get(),
-        1,
+        shipped.runs, 1,
         "tx1 committed in that attempt: the handler is not run again"
     );
-    assert_eq!(tx2_attempts.get(), 1);
+    assert_eq!(shipped.tx2_attempts, 1);
     assert_eq!(
-        db.scalar("SELECT count(*) FROM log"),
+        shipped.db.scalar("SELECT count(*) FROM log"),
         1,
         "tx1 is in the database once"
     );
@@ -108,29 +95,11 @@ async fn p3_committed_tx1_then_transient_tx2_outside_the_runner_is_not_rerun() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p3_transient_tx2_inside_the_runner_is_retried_in_place() {
-    let db = Db::new(SCHEMA);
-    let pool = db.pool().await;
-    let (runs, tx2_attempts) = (Counter::default(), Counter::default());
-    let toolbox = Toolbox::builder()
-        .policy(fast(5))
-        .tool(two_transactions(
-            &pool,
-            db.path().to_owned(),
-            &runs,
-            &tx2_attempts,
-            true,
-        ))
-        .build()
-        .unwrap();
+    let shipped = ship(true).await;
 
-    let out = toolbox
-        .invoke(&anyone(), "ship", json!({}), "c")
-        .await
-        .unwrap();
-
-    assert_eq!(out, json!("shipped"));
-    assert_eq!(runs.get(), 1, "the handler ran once");
-    assert_eq!(tx2_attempts.get(), 2, "only tx2 ran again");
-    assert_eq!(db.scalar("SELECT count(*) FROM log"), 1, "tx1 once");
-    assert_eq!(db.scalar("SELECT v FROM t"), 1, "tx2 once");
+    assert_eq!(shipped.answer.unwrap(), json!("shipped"));
+    assert_eq!(shipped.runs, 1, "the handler ran once");
+    assert_eq!(shipped.tx2_attempts, 2, "only tx2 ran again");
+    assert_eq!(shipped.db.scalar("SELECT count(*) FROM log"), 1, "tx1 once");
+    assert_eq!(shipped.db.scalar("SELECT v FROM t"), 1, "tx2 once");
 }

@@ -8,8 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
-use txretry_core::{Backoff, Code, Phase, RetryPolicy, StopReason, Verdict};
-use txretry_tool::{Caller, InvokeError, ToolFailure, ToolboxBuilder};
+use txretry_core::{
+    Backoff, Code, Phase, RetryPolicy, SqliteBegin, StopReason, TxError, TxOptions, Verdict,
+};
+use txretry_tool::{
+    BoxError, Caller, InvokeError, Tool, ToolContext, ToolFailure, Toolbox, ToolboxBuilder,
+};
 
 /// A database file in its own temp directory, in WAL mode. One connection stays open for
 /// the database's lifetime (the last connection closing a WAL database checkpoints under an
@@ -69,6 +73,22 @@ impl Db {
     }
 }
 
+/// A database whose write lock another writer holds from the start, and a pool on it.
+pub struct Locked {
+    pub db: Db,
+    pub pool: SqlitePool,
+    pub holder: Arc<Holder>,
+}
+
+impl Locked {
+    pub async fn new(schema: &str) -> Locked {
+        let db = Db::new(schema);
+        let pool = db.pool().await;
+        let holder = db.hold();
+        Locked { db, pool, holder }
+    }
+}
+
 pub fn open(path: &Path) -> rusqlite::Connection {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.busy_timeout(Duration::ZERO).unwrap();
@@ -111,6 +131,55 @@ pub fn fast(attempts: u32) -> RetryPolicy {
         .backoff(Backoff::Constant(Duration::from_millis(1)))
         .build()
         .unwrap()
+}
+
+/// A toolbox of `tool` under [`fast`]`(attempts)`.
+pub fn toolbox(attempts: u32, tool: Tool) -> Toolbox {
+    Toolbox::builder()
+        .policy(fast(attempts))
+        .tool(tool)
+        .build()
+        .unwrap()
+}
+
+/// The async tool `name`, taking no arguments, whose handler gets its own clone of
+/// `shared` (pools, counters, holders) on every run.
+pub fn shared_tool<S, O, E, F, Fut>(name: &str, description: &str, shared: S, handler: F) -> Tool
+where
+    S: Clone + Send + Sync + 'static,
+    O: serde::Serialize,
+    E: Into<BoxError>,
+    F: Fn(ToolContext, S) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, E>> + Send + 'static,
+{
+    Tool::new(name, description, move |ctx: ToolContext, _: NoArgs| {
+        handler(ctx, shared.clone())
+    })
+}
+
+/// `UPDATE t SET v = v + 1` in one transaction of the sqlx runner under `policy`, DEFERRED
+/// (so each attempt enters the closure and meets the write lock at its UPDATE). Counts its
+/// attempts in `attempts`; releases `holder`, if any, after the first.
+pub async fn runner_bump(
+    pool: &SqlitePool,
+    policy: &RetryPolicy,
+    attempts: Counter,
+    holder: Option<Arc<Holder>>,
+) -> Result<(), TxError<sqlx::Error>> {
+    let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
+    // Owned, not borrowed: the tools' handler futures must be `Send` for every lifetime of
+    // the runner's transaction.
+    txretry_sqlx::transaction_with(pool, policy, &deferred, async move |tx| {
+        let attempt = attempts.bump();
+        let r = sqlx::query("UPDATE t SET v = v + 1")
+            .execute(&mut **tx)
+            .await;
+        if let (1, Some(holder)) = (attempt, &holder) {
+            holder.release();
+        }
+        r.map(drop)
+    })
+    .await
 }
 
 /// A counter shared with handlers.
@@ -200,6 +269,14 @@ impl Events {
             })
     }
 
+    /// A toolbox of `tool` under [`fast`]`(attempts)`, its hooks recorded here.
+    pub fn toolbox(&self, attempts: u32, tool: Tool) -> Toolbox {
+        self.install(Toolbox::builder().policy(fast(attempts)))
+            .tool(tool)
+            .build()
+            .unwrap()
+    }
+
     pub fn retries(&self) -> Vec<Retry> {
         self.retries.lock().unwrap().clone()
     }
@@ -227,6 +304,20 @@ pub fn failure(result: Result<serde_json::Value, InvokeError>) -> ToolFailure {
         other => panic!("expected a failed invocation, got {other:?}"),
     }
 }
+
+/// Calls `tool` with no arguments under `call_id`, as anyone; a call that hangs fails the
+/// test.
+pub async fn call(
+    toolbox: &Toolbox,
+    tool: &str,
+    call_id: &str,
+) -> Result<serde_json::Value, InvokeError> {
+    within(toolbox.invoke(&anyone(), tool, serde_json::json!({}), call_id)).await
+}
+
+/// A table `t` with one row, `(1, 0)`.
+pub const ONE_ROW: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL);
+                           INSERT INTO t VALUES (1, 0);";
 
 pub const BUSY: Option<Code> = Some(Code::Sqlite(5));
 

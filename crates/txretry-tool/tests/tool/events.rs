@@ -2,41 +2,31 @@
 //! again) and the runners' (a transaction runs again) — labelled with the tool, the call id
 //! and the policy level, and one final event when the call gives up.
 
-use serde_json::json;
-use txretry_core::{SqliteBegin, StopReason, TransientKind, TxOptions, Verdict};
-use txretry_tool::{BoxError, FailureKind, Tool, ToolContext, Toolbox};
+use txretry_core::{StopReason, TransientKind, Verdict};
+use txretry_tool::{BoxError, FailureKind, Toolbox};
 
-use crate::common::{BUSY, Counter, Db, Events, NoArgs, anyone, failure, fast};
+use crate::common::{BUSY, Counter, Events, Locked, call, failure, fast, runner_bump, shared_tool};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p7_hooks_get_handler_and_runner_retries_with_labels_and_one_give_up() {
-    let db = Db::new("CREATE TABLE t (v INTEGER NOT NULL); INSERT INTO t VALUES (0);");
-    let pool = db.pool().await;
-    let holder = db.hold(); // never released
+    let schema = "CREATE TABLE t (v INTEGER NOT NULL); INSERT INTO t VALUES (0);";
+    let Locked { pool, holder, .. } = Locked::new(schema).await; // never released
     let runs = Counter::default();
-    let tool = {
-        let (pool, runs) = (pool.clone(), runs.clone());
-        Tool::new("settle", "", move |ctx: ToolContext, _: NoArgs| {
-            let (pool, runs) = (pool.clone(), runs.clone());
-            async move {
-                if runs.bump() == 1 {
-                    // Handler level: outside any runner.
-                    sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await?;
-                }
-                // Runner level.
-                let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
-                txretry_sqlx::transaction_with(&pool, ctx.policy(), &deferred, async |tx| {
-                    sqlx::query("UPDATE t SET v = v + 1")
-                        .execute(&mut **tx)
-                        .await
-                        .map(drop)
-                })
-                .await?;
-                Ok::<_, BoxError>(())
+    let tool = shared_tool(
+        "settle",
+        "",
+        (pool.clone(), runs.clone()),
+        |ctx, (pool, runs)| async move {
+            if runs.bump() == 1 {
+                // Handler level: outside any runner.
+                sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await?;
             }
-        })
-        .retry(fast(3))
-    };
+            // Runner level.
+            runner_bump(&pool, ctx.policy(), Counter::default(), None).await?;
+            Ok::<_, BoxError>(())
+        },
+    )
+    .retry(fast(3));
     let events = Events::default();
     let toolbox = events
         .install(Toolbox::builder())
@@ -44,11 +34,7 @@ async fn p7_hooks_get_handler_and_runner_retries_with_labels_and_one_give_up() {
         .build()
         .unwrap();
 
-    let f = failure(
-        toolbox
-            .invoke(&anyone(), "settle", json!({}), "call-42")
-            .await,
-    );
+    let f = failure(call(&toolbox, "settle", "call-42").await);
 
     assert_eq!(f.kind(), FailureKind::RetriesExhausted);
     let retries = events.retries();

@@ -5,21 +5,14 @@
 use serde_json::json;
 use txretry_tool::{BoxError, BuildError, Caller, InvokeError, Tool, ToolContext, Toolbox};
 
-use crate::common::{Counter, NoArgs, fast};
+use crate::common::{self, Counter, shared_tool};
 
 fn counted(name: &str, runs: &Counter) -> Tool {
-    let runs = runs.clone();
-    Tool::new(
-        name,
-        format!("The {name} tool."),
-        move |_ctx: ToolContext, _: NoArgs| {
-            let runs = runs.clone();
-            async move {
-                runs.bump();
-                Ok::<_, BoxError>("ran")
-            }
-        },
-    )
+    let description = format!("The {name} tool.");
+    shared_tool(name, &description, runs.clone(), |_, runs| async move {
+        runs.bump();
+        Ok::<_, BoxError>("ran")
+    })
 }
 
 /// get_order: anyone; refund: support or admin; purge: admin; audit: nobody (empty roles).
@@ -164,11 +157,7 @@ async fn p6_invalid_arguments_are_refused_before_the_handler_and_never_retried()
             }
         })
     };
-    let toolbox = Toolbox::builder()
-        .policy(fast(5))
-        .tool(tool)
-        .build()
-        .unwrap();
+    let toolbox = common::toolbox(5, tool);
     let caller = Caller::new(["user"]);
     let cases = [
         (json!({"items": []}), "missing field `order_id`"),

@@ -10,7 +10,9 @@ use serde_json::json;
 use txretry_core::{Phase, TransientKind, TxError, Verdict};
 use txretry_tool::{BoxError, FailureKind, InvokeError, Panicked, Tool, ToolContext, Toolbox};
 
-use crate::common::{BUSY, Counter, Db, NoArgs, anyone, failure, fast, within};
+use crate::common::{
+    BUSY, Counter, Db, Locked, NoArgs, anyone, call, failure, fast, shared_tool, toolbox, within,
+};
 
 const ORDERS: &str = "CREATE TABLE orders (id INTEGER PRIMARY KEY, status TEXT NOT NULL);
                       INSERT INTO orders VALUES (1, 'open');";
@@ -55,11 +57,7 @@ async fn p5_business_error_surfaces_once_with_its_own_type() {
             }
         })
     };
-    let toolbox = Toolbox::builder()
-        .policy(fast(5))
-        .tool(tool)
-        .build()
-        .unwrap();
+    let toolbox = toolbox(5, tool);
 
     let f = failure(
         toolbox
@@ -86,26 +84,13 @@ async fn p5_business_error_surfaces_once_with_its_own_type() {
 async fn p5_ok_output_is_returned_untouched_and_never_inspected() {
     let runs = Counter::default();
     let payload = json!({"retryable": true, "error": "deadlock detected", "code": "40P01"});
-    let tool = {
-        let (runs, payload) = (runs.clone(), payload.clone());
-        Tool::new("report", "", move |_ctx: ToolContext, _: NoArgs| {
-            let (runs, payload) = (runs.clone(), payload.clone());
-            async move {
-                runs.bump();
-                Ok::<_, BoxError>(payload)
-            }
-        })
-    };
-    let toolbox = Toolbox::builder()
-        .policy(fast(5))
-        .tool(tool)
-        .build()
-        .unwrap();
+    let shared = (runs.clone(), payload.clone());
+    let tool = shared_tool("report", "", shared, |_, (runs, payload)| async move {
+        runs.bump();
+        Ok::<_, BoxError>(payload)
+    });
 
-    let out = toolbox
-        .invoke(&anyone(), "report", json!({}), "c")
-        .await
-        .unwrap();
+    let out = call(&toolbox(5, tool), "report", "c").await.unwrap();
 
     assert_eq!(out, payload);
     assert_eq!(runs.get(), 1);
@@ -113,28 +98,15 @@ async fn p5_ok_output_is_returned_untouched_and_never_inspected() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p5_exhausted_retries_carry_every_attempts_error_and_kind() {
-    let db = Db::new(ORDERS);
-    let pool = db.pool().await;
-    let holder = db.hold(); // never released
-    let tool = {
-        let pool = pool.clone();
-        Tool::new("close_all", "", move |_ctx: ToolContext, _: NoArgs| {
-            let pool = pool.clone();
-            async move {
-                sqlx::query("UPDATE orders SET status = 'closed'")
-                    .execute(&pool)
-                    .await?;
-                Ok::<_, BoxError>(())
-            }
-        })
-    };
-    let toolbox = Toolbox::builder()
-        .policy(fast(3))
-        .tool(tool)
-        .build()
-        .unwrap();
+    let Locked { pool, holder, .. } = Locked::new(ORDERS).await; // never released
+    let tool = shared_tool("close_all", "", pool, |_, pool| async move {
+        sqlx::query("UPDATE orders SET status = 'closed'")
+            .execute(&pool)
+            .await?;
+        Ok::<_, BoxError>(())
+    });
 
-    let f = failure(toolbox.invoke(&anyone(), "close_all", json!({}), "c").await);
+    let f = failure(call(&toolbox(3, tool), "close_all", "c").await);
 
     assert_eq!(f.kind(), FailureKind::RetriesExhausted);
     assert_eq!(f.attempts().len(), 3);
@@ -159,19 +131,13 @@ async fn p5_exhausted_retries_carry_every_attempts_error_and_kind() {
 #[tokio::test]
 async fn p5_a_panicking_handler_runs_once_async_and_blocking() {
     let (async_runs, blocking_runs) = (Counter::default(), Counter::default());
-    let async_tool = {
-        let runs = async_runs.clone();
-        Tool::new("async_boom", "", move |_ctx: ToolContext, _: NoArgs| {
-            let runs = runs.clone();
-            async move {
-                runs.bump();
-                if runs.get() > 0 {
-                    panic!("boom");
-                }
-                Ok::<_, BoxError>(())
-            }
-        })
-    };
+    let async_tool = shared_tool("async_boom", "", async_runs.clone(), |_, runs| async move {
+        runs.bump();
+        if runs.get() > 0 {
+            panic!("boom");
+        }
+        Ok::<_, BoxError>(())
+    });
     let blocking_tool = {
         let runs = blocking_runs.clone();
         Tool::blocking("blocking_boom", "", move |_ctx: ToolContext, _: NoArgs| {
@@ -190,7 +156,7 @@ async fn p5_a_panicking_handler_runs_once_async_and_blocking() {
         .unwrap();
 
     for name in ["async_boom", "blocking_boom"] {
-        let f = failure(toolbox.invoke(&anyone(), name, json!({}), "c").await);
+        let f = failure(call(&toolbox, name, "c").await);
         assert_eq!(f.kind(), FailureKind::Panicked, "{name}");
         assert!(f.attempts()[0].panicked());
         assert_eq!(
@@ -218,25 +184,25 @@ async fn p5_dropping_the_invocation_cancels_the_attempt() {
             self.0.store(true, Ordering::SeqCst);
         }
     }
-    let tool = {
-        let (pool, inside, dropped) = (pool.clone(), inside.clone(), dropped.clone());
-        Tool::new("stall", "", move |ctx: ToolContext, _: NoArgs| {
-            let (pool, inside, dropped) = (pool.clone(), inside.clone(), dropped.clone());
-            async move {
-                let _flag = Flag(dropped);
-                txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
-                    sqlx::query("INSERT INTO orders VALUES (2, 'open')")
-                        .execute(&mut **tx)
-                        .await?;
-                    inside.notify_one();
-                    std::future::pending::<()>().await;
-                    Ok::<_, sqlx::Error>(())
-                })
-                .await?;
-                Ok::<_, BoxError>(())
-            }
-        })
-    };
+    let shared = (pool.clone(), inside.clone(), dropped.clone());
+    let tool = shared_tool(
+        "stall",
+        "",
+        shared,
+        |ctx, (pool, inside, dropped)| async move {
+            let _flag = Flag(dropped);
+            txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                sqlx::query("INSERT INTO orders VALUES (2, 'open')")
+                    .execute(&mut **tx)
+                    .await?;
+                inside.notify_one();
+                std::future::pending::<()>().await;
+                Ok::<_, sqlx::Error>(())
+            })
+            .await?;
+            Ok::<_, BoxError>(())
+        },
+    );
     let toolbox = Toolbox::builder().tool(tool).build().unwrap();
 
     let caller = anyone();
@@ -263,28 +229,14 @@ async fn p5_dropping_the_invocation_cancels_the_attempt() {
 #[tokio::test]
 async fn p5_output_that_cannot_be_serialized_is_reported_not_retried() {
     let runs = Counter::default();
-    let tool = {
-        let runs = runs.clone();
-        Tool::new("odd", "", move |_ctx: ToolContext, _: NoArgs| {
-            let runs = runs.clone();
-            async move {
-                runs.bump();
-                // JSON object keys must be strings.
-                let map: std::collections::HashMap<(i32, i32), i32> = [((1, 2), 3)].into();
-                Ok::<_, BoxError>(map)
-            }
-        })
-    };
-    let toolbox = Toolbox::builder()
-        .policy(fast(5))
-        .tool(tool)
-        .build()
-        .unwrap();
+    let tool = shared_tool("odd", "", runs.clone(), |_, runs| async move {
+        runs.bump();
+        // JSON object keys must be strings.
+        let map: std::collections::HashMap<(i32, i32), i32> = [((1, 2), 3)].into();
+        Ok::<_, BoxError>(map)
+    });
 
-    let err = toolbox
-        .invoke(&anyone(), "odd", json!({}), "c")
-        .await
-        .unwrap_err();
+    let err = call(&toolbox(5, tool), "odd", "c").await.unwrap_err();
 
     assert!(matches!(err, InvokeError::InvalidOutput { .. }), "{err:?}");
     assert_eq!(runs.get(), 1);

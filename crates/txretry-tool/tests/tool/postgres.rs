@@ -7,9 +7,9 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use tokio::sync::{mpsc, oneshot};
 use txretry_core::{Code, Phase, SqlState, StopReason, TransientKind, Verdict};
-use txretry_tool::{BoxError, FailureKind, Tool, ToolContext, ToolFailure, Toolbox};
+use txretry_tool::{BoxError, FailureKind, Tool, ToolFailure, Toolbox};
 
-use crate::common::{Counter, Events, NoArgs, anyone, failure, fast, within};
+use crate::common::{Counter, Events, call, failure, shared_tool, toolbox};
 
 async fn setup(test: &str) -> Option<(String, PgPool)> {
     let url = txretry_testkit::postgres_url(test)?;
@@ -34,34 +34,53 @@ fn sqlstate(code: &str) -> Option<Code> {
     Some(Code::SqlState(SqlState::new(code).unwrap()))
 }
 
-/// The other session of a deadlock. For each request it takes row 2, says so, then asks
-/// for row 1 (held by the requester, who then asks for row 2: a cycle). Its
-/// deadlock_timeout is long, so the requester (100 ms) is the one Postgres aborts; then it
-/// gets row 1 and rolls back, leaving the rows as they were.
-fn partner(
-    url: &str,
-    table: &str,
-) -> (
-    mpsc::Sender<oneshot::Sender<()>>,
-    Counter,
-    tokio::task::JoinHandle<()>,
-) {
-    let (go, mut requests) = mpsc::channel::<oneshot::Sender<()>>(1);
-    let rounds = Counter::default();
-    let task = tokio::spawn({
-        let (url, t, rounds) = (url.to_owned(), table.to_owned(), rounds.clone());
-        async move {
-            let mut conn = PgConnection::connect(&url).await.unwrap();
-            while let Some(ready) = requests.recv().await {
-                rounds.bump();
-                exec(&mut conn, format!("BEGIN; SET LOCAL deadlock_timeout = '10s'; UPDATE {t} SET v = v + 1 WHERE id = 2")).await;
-                ready.send(()).unwrap();
-                exec(&mut conn, format!("UPDATE {t} SET v = v + 1 WHERE id = 1")).await;
-                exec(&mut conn, "ROLLBACK".to_owned()).await;
+/// A table `t` of two rows, `(1, 0)` and `(2, 0)`, and the other session of a deadlock on
+/// them. For each request (`go`) the partner takes row 2, says so, then asks for row 1
+/// (held by the requester, who then asks for row 2: a cycle). Its deadlock_timeout is long,
+/// so the requester (100 ms) is the one Postgres aborts; then it gets row 1 and rolls back,
+/// leaving the rows as they were.
+struct Rows {
+    t: String,
+    go: mpsc::Sender<oneshot::Sender<()>>,
+    /// One per round the partner played.
+    rounds: Counter,
+    partner: tokio::task::JoinHandle<()>,
+}
+
+impl Rows {
+    async fn new(url: &str, pool: &PgPool, prefix: &str) -> Rows {
+        let t = txretry_testkit::unique_name(prefix);
+        exec(pool, format!("CREATE TABLE {t} (id int PRIMARY KEY, v int NOT NULL); INSERT INTO {t} VALUES (1, 0), (2, 0)")).await;
+        let (go, mut requests) = mpsc::channel::<oneshot::Sender<()>>(1);
+        let rounds = Counter::default();
+        let partner = tokio::spawn({
+            let (url, t, rounds) = (url.to_owned(), t.clone(), rounds.clone());
+            async move {
+                let mut conn = PgConnection::connect(&url).await.unwrap();
+                while let Some(ready) = requests.recv().await {
+                    rounds.bump();
+                    exec(&mut conn, format!("BEGIN; SET LOCAL deadlock_timeout = '10s'; UPDATE {t} SET v = v + 1 WHERE id = 2")).await;
+                    ready.send(()).unwrap();
+                    exec(&mut conn, format!("UPDATE {t} SET v = v + 1 WHERE id = 1")).await;
+                    exec(&mut conn, "ROLLBACK".to_owned()).await;
+                }
             }
+        });
+        Rows {
+            t,
+            go,
+            rounds,
+            partner,
         }
-    });
-    (go, rounds, task)
+    }
+
+    /// Ends the partner, once `toolbox` (whose tools hold `go`) is gone, and drops the
+    /// table.
+    async fn remove(self, pool: &PgPool, toolbox: Toolbox) {
+        drop((self.go, toolbox));
+        self.partner.await.unwrap();
+        exec(pool, format!("DROP TABLE {}", self.t)).await;
+    }
 }
 
 /// Row 1, then (after the partner took row 2) row 2: the deadlock victim.
@@ -109,54 +128,41 @@ struct Deadlocked {
 
 async fn deadlock_every_attempt(test: &str, call_id: &str) -> Option<Deadlocked> {
     let (url, pool) = setup(test).await?;
-    let t = txretry_testkit::unique_name("tool_deadlock");
-    exec(&pool, format!("CREATE TABLE {t} (id int PRIMARY KEY, v int NOT NULL); INSERT INTO {t} VALUES (1, 0), (2, 0)")).await;
-    let (go, rounds, partner_task) = partner(&url, &t);
+    let rows = Rows::new(&url, &pool, "tool_deadlock").await;
     let (runs, tx_attempts) = (Counter::default(), Counter::default());
-    let tool = {
-        let (pool, t, go, runs, tx_attempts) = (
-            pool.clone(),
-            t.clone(),
-            go.clone(),
-            runs.clone(),
-            tx_attempts.clone(),
-        );
-        Tool::new("swap", "", move |ctx: ToolContext, _: NoArgs| {
-            let (pool, t, go, runs, tx_attempts) = (
-                pool.clone(),
-                t.clone(),
-                go.clone(),
-                runs.clone(),
-                tx_attempts.clone(),
-            );
-            async move {
-                runs.bump();
-                txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
-                    tx_attempts.bump();
-                    opposite_order(tx, &t, Some(&go)).await
-                })
-                .await?;
-                Ok::<_, BoxError>(())
-            }
-        })
-    };
+    let shared = (
+        pool.clone(),
+        rows.t.clone(),
+        rows.go.clone(),
+        runs.clone(),
+        tx_attempts.clone(),
+    );
+    let tool = shared_tool(
+        "swap",
+        "",
+        shared,
+        |ctx, (pool, t, go, runs, tx_attempts)| async move {
+            runs.bump();
+            txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                tx_attempts.bump();
+                opposite_order(tx, &t, Some(&go)).await
+            })
+            .await?;
+            Ok::<_, BoxError>(())
+        },
+    );
     let events = Events::default();
-    let toolbox = events
-        .install(Toolbox::builder().policy(fast(3)))
-        .tool(tool)
-        .build()
-        .unwrap();
+    let toolbox = events.toolbox(3, tool);
 
-    let failure = failure(within(toolbox.invoke(&anyone(), "swap", json!({}), call_id)).await);
+    let failure = failure(call(&toolbox, "swap", call_id).await);
 
-    let values = values(&pool, &t).await;
-    drop((go, toolbox));
-    partner_task.await.unwrap();
-    exec(&pool, format!("DROP TABLE {t}")).await;
+    let values = values(&pool, &rows.t).await;
+    let rounds = rows.rounds.get();
+    rows.remove(&pool, toolbox).await;
     Some(Deadlocked {
         failure,
         events,
-        rounds: rounds.get(),
+        rounds,
         runs: runs.get(),
         tx_attempts: tx_attempts.get(),
         values,
@@ -269,38 +275,25 @@ async fn postgres_deadlock_once_in_the_handler_then_success_writes_once() {
     let Some((url, pool)) = setup("tool postgres deadlock once").await else {
         return;
     };
-    let t = txretry_testkit::unique_name("tool_deadlock_once");
-    exec(&pool, format!("CREATE TABLE {t} (id int PRIMARY KEY, v int NOT NULL); INSERT INTO {t} VALUES (1, 0), (2, 0)")).await;
-    let (go, rounds, partner_task) = partner(&url, &t);
+    let rows = Rows::new(&url, &pool, "tool_deadlock_once").await;
     let runs = Counter::default();
-    let tool = {
-        let (pool, t, go, runs) = (pool.clone(), t.clone(), go.clone(), runs.clone());
-        Tool::new("swap", "", move |_ctx: ToolContext, _: NoArgs| {
-            let (pool, t, go, runs) = (pool.clone(), t.clone(), go.clone(), runs.clone());
-            async move {
-                let run = runs.bump();
-                let mut tx = pool.begin().await?;
-                opposite_order(&mut tx, &t, (run == 1).then_some(&go)).await?;
-                tx.commit().await?;
-                Ok::<_, BoxError>(run)
-            }
-        })
-    };
+    let shared = (pool.clone(), rows.t.clone(), rows.go.clone(), runs.clone());
+    let tool = shared_tool("swap", "", shared, |_, (pool, t, go, runs)| async move {
+        let run = runs.bump();
+        let mut tx = pool.begin().await?;
+        opposite_order(&mut tx, &t, (run == 1).then_some(&go)).await?;
+        tx.commit().await?;
+        Ok::<_, BoxError>(run)
+    });
     let events = Events::default();
-    let toolbox = events
-        .install(Toolbox::builder().policy(fast(3)))
-        .tool(tool)
-        .build()
-        .unwrap();
+    let toolbox = events.toolbox(3, tool);
 
-    let out = within(toolbox.invoke(&anyone(), "swap", json!({}), "pg-2"))
-        .await
-        .unwrap();
+    let out = call(&toolbox, "swap", "pg-2").await.unwrap();
 
     assert_eq!(out, json!(2));
-    assert_eq!((runs.get(), rounds.get()), (2, 1));
+    assert_eq!((runs.get(), rows.rounds.get()), (2, 1));
     assert_eq!(
-        values(&pool, &t).await,
+        values(&pool, &rows.t).await,
         [10, 10],
         "the change is in the database once"
     );
@@ -311,9 +304,7 @@ async fn postgres_deadlock_once_in_the_handler_then_success_writes_once() {
         (1, sqlstate("40P01"))
     );
     assert_eq!(retries[0].level.as_deref(), Some("toolbox"));
-    drop((go, toolbox));
-    partner_task.await.unwrap();
-    exec(&pool, format!("DROP TABLE {t}")).await;
+    rows.remove(&pool, toolbox).await;
 }
 
 /// Tx1 commits through the runner; tx2 (outside any runner) hits a real lock timeout
@@ -332,39 +323,29 @@ async fn p3_postgres_committed_work_is_not_rerun_after_a_lock_timeout() {
     )
     .await;
     let runs = Counter::default();
-    let tool = {
-        let (pool, t, runs) = (pool.clone(), t.clone(), runs.clone());
-        Tool::new("ship", "", move |ctx: ToolContext, _: NoArgs| {
-            let (pool, t, runs) = (pool.clone(), t.clone(), runs.clone());
-            async move {
-                runs.bump();
-                let log = t.clone();
-                txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
-                    sqlx::query(sql(format!("INSERT INTO {log}_log VALUES ('tx1')")))
-                        .execute(&mut **tx)
-                        .await
-                        .map(drop)
-                })
-                .await?;
-                let mut tx = pool.begin().await?;
-                sqlx::query("SET LOCAL lock_timeout = '50ms'")
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::query(sql(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")))
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok::<_, BoxError>(())
-            }
+    let shared = (pool.clone(), t.clone(), runs.clone());
+    let tool = shared_tool("ship", "", shared, |ctx, (pool, t, runs)| async move {
+        runs.bump();
+        let log = t.clone();
+        txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+            sqlx::query(sql(format!("INSERT INTO {log}_log VALUES ('tx1')")))
+                .execute(&mut **tx)
+                .await
+                .map(drop)
         })
-    };
-    let toolbox = Toolbox::builder()
-        .policy(fast(5))
-        .tool(tool)
-        .build()
-        .unwrap();
+        .await?;
+        let mut tx = pool.begin().await?;
+        sqlx::query("SET LOCAL lock_timeout = '50ms'")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(sql(format!("UPDATE {t} SET v = v + 1 WHERE id = 1")))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok::<_, BoxError>(())
+    });
 
-    let f = failure(within(toolbox.invoke(&anyone(), "ship", json!({}), "pg-3")).await);
+    let f = failure(call(&toolbox(5, tool), "ship", "pg-3").await);
 
     assert_eq!(runs.get(), 1);
     assert_eq!(f.kind(), FailureKind::NotRestartable);
@@ -392,30 +373,25 @@ async fn postgres_unique_violation_surfaces_once() {
     )
     .await;
     let tx_attempts = Counter::default();
-    let tool = {
-        let (pool, t, tx_attempts) = (pool.clone(), t.clone(), tx_attempts.clone());
-        Tool::new("add", "", move |ctx: ToolContext, _: NoArgs| {
-            let (pool, t, tx_attempts) = (pool.clone(), t.clone(), tx_attempts.clone());
-            async move {
-                txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
-                    tx_attempts.bump();
-                    sqlx::query(sql(format!("INSERT INTO {t} VALUES (1)")))
-                        .execute(&mut **tx)
-                        .await
-                        .map(drop)
-                })
-                .await?;
-                Ok::<_, BoxError>(())
-            }
-        })
-    };
-    let toolbox = Toolbox::builder()
-        .policy(fast(5))
-        .tool(tool)
-        .build()
-        .unwrap();
+    let shared = (pool.clone(), t.clone(), tx_attempts.clone());
+    let tool = shared_tool(
+        "add",
+        "",
+        shared,
+        |ctx, (pool, t, tx_attempts)| async move {
+            txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                tx_attempts.bump();
+                sqlx::query(sql(format!("INSERT INTO {t} VALUES (1)")))
+                    .execute(&mut **tx)
+                    .await
+                    .map(drop)
+            })
+            .await?;
+            Ok::<_, BoxError>(())
+        },
+    );
 
-    let f = failure(toolbox.invoke(&anyone(), "add", json!({}), "pg-4").await);
+    let f = failure(call(&toolbox(5, tool), "add", "pg-4").await);
 
     assert_eq!(tx_attempts.get(), 1);
     assert_eq!(f.kind(), FailureKind::Business);
@@ -450,26 +426,24 @@ async fn an_ambiguous_commit_in_a_tool_is_rerun_only_for_an_idempotent_tool() {
         .build()
         .unwrap();
     let runs = Counter::default();
-    let tool = |name: &str, id: i32| {
-        let (pool, t, runs) = (pool.clone(), t.clone(), runs.clone());
-        Tool::new(
+    let tool = |name: &str, id: i32| -> Tool {
+        let shared = (pool.clone(), t.clone(), runs.clone());
+        shared_tool(
             name,
             "insert one row",
-            move |ctx: ToolContext, _: NoArgs| {
-                let (pool, t, runs) = (pool.clone(), t.clone(), runs.clone());
-                async move {
-                    runs.bump();
-                    txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
-                        sqlx::query(sql(format!(
-                            "INSERT INTO {t} VALUES ({id}) ON CONFLICT (id) DO NOTHING"
-                        )))
-                        .execute(&mut **tx)
-                        .await
-                        .map(drop)
-                    })
-                    .await?;
-                    Ok::<_, BoxError>("inserted")
-                }
+            shared,
+            move |ctx, (pool, t, runs)| async move {
+                runs.bump();
+                txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                    sqlx::query(sql(format!(
+                        "INSERT INTO {t} VALUES ({id}) ON CONFLICT (id) DO NOTHING"
+                    )))
+                    .execute(&mut **tx)
+                    .await
+                    .map(drop)
+                })
+                .await?;
+                Ok::<_, BoxError>("inserted")
             },
         )
         .retry(everything.clone())
@@ -490,8 +464,7 @@ async fn an_ambiguous_commit_in_a_tool_is_rerun_only_for_an_idempotent_tool() {
     };
 
     proxy.arm_commit_faults(1);
-    let result = within(toolbox.invoke(&anyone(), "plain", json!({}), "call-1")).await;
-    let failed = failure(result);
+    let failed = failure(call(&toolbox, "plain", "call-1").await);
     assert_eq!(failed.kind(), FailureKind::Ambiguous, "{failed:?}");
     assert!(failed.outcome().may_have_committed());
     assert_eq!(
@@ -503,7 +476,7 @@ async fn an_ambiguous_commit_in_a_tool_is_rerun_only_for_an_idempotent_tool() {
     assert_eq!(rows(1).await, 1, "the COMMIT landed, once");
 
     proxy.arm_commit_faults(1);
-    let out = within(toolbox.invoke(&anyone(), "idempotent", json!({}), "call-2"))
+    let out = call(&toolbox, "idempotent", "call-2")
         .await
         .expect("an idempotent tool is run again after an ambiguous commit");
     assert_eq!(out, json!("inserted"));

@@ -6,38 +6,34 @@ use std::sync::Arc;
 
 use serde_json::json;
 use txretry_core::RetryPolicy;
-use txretry_tool::{BoxError, FailureKind, Tool, ToolContext, Toolbox};
+use txretry_tool::{BoxError, FailureKind, Tool, Toolbox};
 
-use crate::common::{BUSY, Counter, Db, Events, Holder, NoArgs, anyone, failure, fast};
-
-const SCHEMA: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL);
-                      INSERT INTO t VALUES (1, 0);";
+use crate::common::{
+    BUSY, Counter, Db, Events, Holder, Locked, ONE_ROW, call, failure, fast, shared_tool,
+};
 
 /// A tool whose first run fails with a real SQLITE_BUSY (outside any runner), then
 /// reports the policy it ran under: `(max_attempts, level, runs)`.
 fn reporter(name: &str, pool: &sqlx::SqlitePool, holder: &Arc<Holder>, runs: &Counter) -> Tool {
-    let (pool, holder, runs) = (pool.clone(), holder.clone(), runs.clone());
-    Tool::new(name, "", move |ctx: ToolContext, _: NoArgs| {
-        let (pool, holder, runs) = (pool.clone(), holder.clone(), runs.clone());
-        async move {
-            let run = runs.bump();
-            let r = sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await;
-            if run == 1 {
-                holder.release();
-            }
-            r?;
-            Ok::<_, BoxError>(json!([
-                ctx.policy().max_attempts(),
-                ctx.policy_level(),
-                run
-            ]))
+    let shared = (pool.clone(), holder.clone(), runs.clone());
+    shared_tool(name, "", shared, |ctx, (pool, holder, runs)| async move {
+        let run = runs.bump();
+        let r = sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await;
+        if run == 1 {
+            holder.release();
         }
+        r?;
+        Ok::<_, BoxError>(json!([
+            ctx.policy().max_attempts(),
+            ctx.policy_level(),
+            run
+        ]))
     })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p1_tool_policy_wins_over_toolbox_policy_which_wins_over_the_default() {
-    let db = Db::new(SCHEMA);
+    let db = Db::new(ONE_ROW);
     let pool = db.pool().await;
 
     // Tool level, and toolbox level, in one toolbox.
@@ -51,16 +47,10 @@ async fn p1_tool_policy_wins_over_toolbox_policy_which_wins_over_the_default() {
         .build()
         .unwrap();
     holder.arm(&db);
-    let own = toolbox
-        .invoke(&anyone(), "own", json!({}), "c-own")
-        .await
-        .unwrap();
+    let own = call(&toolbox, "own", "c-own").await.unwrap();
     assert_eq!(own, json!([7, "tool", 2]));
     holder.arm(&db);
-    let inherited = toolbox
-        .invoke(&anyone(), "inherited", json!({}), "c-inh")
-        .await
-        .unwrap();
+    let inherited = call(&toolbox, "inherited", "c-inh").await.unwrap();
     assert_eq!(inherited, json!([3, "toolbox", 2]));
 
     // Default level: a toolbox without a policy.
@@ -71,10 +61,7 @@ async fn p1_tool_policy_wins_over_toolbox_policy_which_wins_over_the_default() {
         .build()
         .unwrap();
     holder.arm(&db);
-    let fallback = toolbox
-        .invoke(&anyone(), "fallback", json!({}), "c-def")
-        .await
-        .unwrap();
+    let fallback = call(&toolbox, "fallback", "c-def").await.unwrap();
     assert_eq!(
         fallback,
         json!([RetryPolicy::default().max_attempts(), "default", 2])
@@ -98,9 +85,7 @@ async fn p1_tool_policy_wins_over_toolbox_policy_which_wins_over_the_default() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p1_absent_tool_policy_falls_through_and_disabled_means_one_attempt() {
-    let db = Db::new(SCHEMA);
-    let pool = db.pool().await;
-    let holder = db.hold(); // never released: every write is busy
+    let Locked { pool, holder, .. } = Locked::new(ONE_ROW).await; // never released: every write is busy
     let (disabled_runs, absent_runs) = (Counter::default(), Counter::default());
     let never = Arc::new(Holder::empty());
     let toolbox = Toolbox::builder()
@@ -110,8 +95,8 @@ async fn p1_absent_tool_policy_falls_through_and_disabled_means_one_attempt() {
         .build()
         .unwrap();
 
-    let disabled = failure(toolbox.invoke(&anyone(), "disabled", json!({}), "c1").await);
-    let absent = failure(toolbox.invoke(&anyone(), "absent", json!({}), "c2").await);
+    let disabled = failure(call(&toolbox, "disabled", "c1").await);
+    let absent = failure(call(&toolbox, "absent", "c2").await);
     assert_eq!(absent.kind(), FailureKind::RetriesExhausted);
 
     assert_eq!(disabled_runs.get(), 1, "disabled(): one attempt, no retry");

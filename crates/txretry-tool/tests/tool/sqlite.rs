@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use txretry_core::{RetryPolicy, SqliteBegin, StopReason, TransientKind, TxOptions, Verdict};
-use txretry_tool::{BoxError, FailureKind, Tool, ToolContext, Toolbox};
+use txretry_tool::{BoxError, FailureKind, Tool, ToolContext};
 
-use crate::common::{BUSY, Counter, Db, Events, Holder, NoArgs, anyone, failure, fast, open};
-
-const SCHEMA: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL);
-                      INSERT INTO t VALUES (1, 0);";
+use crate::common::{
+    BUSY, Counter, Db, Events, Holder, Locked, NoArgs, ONE_ROW, call, failure, open, runner_bump,
+    shared_tool, toolbox,
+};
 
 /// An async tool whose handler writes outside any runner (one autocommit statement): its
 /// SQLITE_BUSY is the handler's error, retried by the invocation loop. The holder is
@@ -21,10 +21,12 @@ fn raw_writer(
     holder: &Arc<Holder>,
     release_after: u32,
 ) -> Tool {
-    let (pool, runs, holder) = (pool.clone(), runs.clone(), holder.clone());
-    Tool::new("bump", "Adds one.", move |_ctx: ToolContext, _: NoArgs| {
-        let (pool, runs, holder) = (pool.clone(), runs.clone(), holder.clone());
-        async move {
+    let shared = (pool.clone(), runs.clone(), holder.clone());
+    shared_tool(
+        "bump",
+        "Adds one.",
+        shared,
+        move |_, (pool, runs, holder)| async move {
             let run = runs.bump();
             let result = sqlx::query("UPDATE t SET v = v + 1 WHERE id = 1")
                 .execute(&pool)
@@ -34,27 +36,18 @@ fn raw_writer(
             }
             result?;
             Ok::<_, BoxError>(run)
-        }
-    })
+        },
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_once_then_success_runs_the_handler_twice_and_writes_once() {
-    let db = Db::new(SCHEMA);
-    let pool = db.pool().await;
-    let holder = db.hold();
+    let Locked { db, pool, holder } = Locked::new(ONE_ROW).await;
     let runs = Counter::default();
     let events = Events::default();
-    let toolbox = events
-        .install(Toolbox::builder().policy(fast(3)))
-        .tool(raw_writer(&pool, &runs, &holder, 1))
-        .build()
-        .unwrap();
+    let toolbox = events.toolbox(3, raw_writer(&pool, &runs, &holder, 1));
 
-    let out = toolbox
-        .invoke(&anyone(), "bump", json!({}), "call-1")
-        .await
-        .unwrap();
+    let out = call(&toolbox, "bump", "call-1").await.unwrap();
 
     assert_eq!(out, json!(2), "the second run's output");
     assert_eq!(runs.get(), 2);
@@ -76,39 +69,30 @@ async fn transient_once_then_success_runs_the_handler_twice_and_writes_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permanent_error_runs_once() {
-    let db = Db::new(SCHEMA);
+    let db = Db::new(ONE_ROW);
     let pool = db.pool().await;
     let (runs, tx_attempts) = (Counter::default(), Counter::default());
     let events = Events::default();
-    let tool = {
-        let (pool, runs, tx_attempts) = (pool.clone(), runs.clone(), tx_attempts.clone());
-        Tool::new(
-            "insert",
-            "Inserts id 1 again.",
-            move |ctx: ToolContext, _: NoArgs| {
-                let (pool, runs, tx_attempts) = (pool.clone(), runs.clone(), tx_attempts.clone());
-                async move {
-                    runs.bump();
-                    txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
-                        tx_attempts.bump();
-                        // A real constraint violation: the primary key exists.
-                        sqlx::query("INSERT INTO t VALUES (1, 5)")
-                            .execute(&mut **tx)
-                            .await
-                    })
-                    .await?;
-                    Ok::<_, BoxError>(())
-                }
-            },
-        )
-    };
-    let toolbox = events
-        .install(Toolbox::builder().policy(fast(5)))
-        .tool(tool)
-        .build()
-        .unwrap();
+    let tool = shared_tool(
+        "insert",
+        "Inserts id 1 again.",
+        (pool.clone(), runs.clone(), tx_attempts.clone()),
+        |ctx, (pool, runs, tx_attempts)| async move {
+            runs.bump();
+            txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                tx_attempts.bump();
+                // A real constraint violation: the primary key exists.
+                sqlx::query("INSERT INTO t VALUES (1, 5)")
+                    .execute(&mut **tx)
+                    .await
+            })
+            .await?;
+            Ok::<_, BoxError>(())
+        },
+    );
+    let toolbox = events.toolbox(5, tool);
 
-    let f = failure(toolbox.invoke(&anyone(), "insert", json!({}), "c").await);
+    let f = failure(call(&toolbox, "insert", "c").await);
 
     assert_eq!(f.kind(), FailureKind::Business);
     assert_eq!((runs.get(), tx_attempts.get()), (1, 1));
@@ -124,18 +108,12 @@ async fn permanent_error_runs_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn persistent_transient_with_3_attempts_makes_exactly_3_transaction_attempts() {
-    let db = Db::new(SCHEMA);
-    let pool = db.pool().await;
-    let holder = db.hold();
+    let Locked { db, pool, holder } = Locked::new(ONE_ROW).await;
     let runs = Counter::default();
     let events = Events::default();
-    let toolbox = events
-        .install(Toolbox::builder().policy(fast(3)))
-        .tool(raw_writer(&pool, &runs, &holder, u32::MAX))
-        .build()
-        .unwrap();
+    let toolbox = events.toolbox(3, raw_writer(&pool, &runs, &holder, u32::MAX));
 
-    let f = failure(toolbox.invoke(&anyone(), "bump", json!({}), "c").await);
+    let f = failure(call(&toolbox, "bump", "c").await);
 
     assert_eq!(runs.get(), 3, "three attempts in all");
     assert_eq!(f.kind(), FailureKind::RetriesExhausted);
@@ -157,18 +135,13 @@ async fn persistent_transient_with_3_attempts_makes_exactly_3_transaction_attemp
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disabled_policy_runs_once() {
-    let db = Db::new(SCHEMA);
-    let pool = db.pool().await;
-    let holder = db.hold();
+    let Locked { pool, holder, .. } = Locked::new(ONE_ROW).await;
     let runs = Counter::default();
     let events = Events::default();
-    let toolbox = events
-        .install(Toolbox::builder().policy(fast(5)))
-        .tool(raw_writer(&pool, &runs, &holder, u32::MAX).retry(RetryPolicy::disabled()))
-        .build()
-        .unwrap();
+    let tool = raw_writer(&pool, &runs, &holder, u32::MAX).retry(RetryPolicy::disabled());
+    let toolbox = events.toolbox(5, tool);
 
-    let f = failure(toolbox.invoke(&anyone(), "bump", json!({}), "c").await);
+    let f = failure(call(&toolbox, "bump", "c").await);
 
     assert_eq!(runs.get(), 1);
     assert_eq!(f.attempts().len(), 1);
@@ -176,77 +149,58 @@ async fn disabled_policy_runs_once() {
     assert!(events.retries().is_empty());
 }
 
+/// One run of the script below: the tool `make` makes (given a database of its own whose
+/// write lock is held, and counters of handler runs and transaction attempts), called
+/// once under a budget of 4. Its output, (runs, attempts, the value after), and its events.
+async fn script(
+    make: impl FnOnce(&Locked, &Counter, &Counter) -> Tool,
+) -> (Value, (u32, u32, i64), Events) {
+    let locked = Locked::new(ONE_ROW).await;
+    let (runs, tx_attempts) = (Counter::default(), Counter::default());
+    let events = Events::default();
+    let toolbox = events.toolbox(4, make(&locked, &runs, &tx_attempts));
+    let out = call(&toolbox, "bump", "c").await.unwrap();
+    let value = locked.db.scalar("SELECT v FROM t");
+    (out, (runs.get(), tx_attempts.get(), value), events)
+}
+
 /// The same script for an async tool (sqlx) and a blocking one (rusqlite): run 1 fails
 /// outside any runner (the invocation retries the handler); run 2's runner fails once and
 /// retries its transaction in place, then commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_and_blocking_tools_give_identical_counts_and_events() {
-    let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
-
-    // Async.
-    let db = Db::new(SCHEMA);
-    let pool = db.pool().await;
-    let holder = db.hold();
-    let (runs, tx_attempts) = (Counter::default(), Counter::default());
-    let async_tool = {
-        let (pool, runs, tx_attempts, holder, deferred) = (
-            pool.clone(),
+    let (async_out, async_counts, async_events) = script(|locked, runs, tx_attempts| {
+        let shared = (
+            locked.pool.clone(),
             runs.clone(),
             tx_attempts.clone(),
-            holder.clone(),
-            deferred.clone(),
+            locked.holder.clone(),
         );
-        Tool::new("bump", "", move |ctx: ToolContext, _: NoArgs| {
-            let (pool, runs, tx_attempts, holder, deferred) = (
-                pool.clone(),
-                runs.clone(),
-                tx_attempts.clone(),
-                holder.clone(),
-                deferred.clone(),
-            );
-            async move {
+        shared_tool(
+            "bump",
+            "",
+            shared,
+            |ctx, (pool, runs, tx_attempts, holder)| async move {
                 if runs.bump() == 1 {
                     sqlx::query("UPDATE t SET v = v + 100")
                         .execute(&pool)
                         .await?;
                 }
-                txretry_sqlx::transaction_with(&pool, ctx.policy(), &deferred, async move |tx| {
-                    let attempt = tx_attempts.bump();
-                    let r = sqlx::query("UPDATE t SET v = v + 1")
-                        .execute(&mut **tx)
-                        .await;
-                    if attempt == 1 {
-                        holder.release();
-                    }
-                    r.map(drop)
-                })
-                .await?;
+                runner_bump(&pool, ctx.policy(), tx_attempts, Some(holder)).await?;
                 Ok::<_, BoxError>("done")
-            }
-        })
-    };
-    let async_events = Events::default();
-    let toolbox = async_events
-        .install(Toolbox::builder().policy(fast(4)))
-        .tool(async_tool)
-        .build()
-        .unwrap();
-    let async_out = toolbox
-        .invoke(&anyone(), "bump", json!({}), "c")
-        .await
-        .unwrap();
-    let async_counts = (runs.get(), tx_attempts.get(), db.scalar("SELECT v FROM t"));
+            },
+        )
+    })
+    .await;
 
-    // Blocking.
-    let db = Db::new(SCHEMA);
-    let holder = db.hold();
-    let (runs, tx_attempts) = (Counter::default(), Counter::default());
-    let blocking_tool = {
+    // The same DEFERRED transaction as `runner_bump`'s.
+    let deferred = TxOptions::new().sqlite_begin(SqliteBegin::Deferred);
+    let (blocking_out, blocking_counts, blocking_events) = script(|locked, runs, tx_attempts| {
         let (path, runs, tx_attempts, holder) = (
-            db.path().to_owned(),
+            locked.db.path().to_owned(),
             runs.clone(),
             tx_attempts.clone(),
-            holder.clone(),
+            locked.holder.clone(),
         );
         Tool::blocking("bump", "", move |ctx: ToolContext, _: NoArgs| {
             let mut conn = open(&path);
@@ -263,18 +217,8 @@ async fn async_and_blocking_tools_give_identical_counts_and_events() {
             })?;
             Ok::<_, BoxError>("done")
         })
-    };
-    let blocking_events = Events::default();
-    let toolbox = blocking_events
-        .install(Toolbox::builder().policy(fast(4)))
-        .tool(blocking_tool)
-        .build()
-        .unwrap();
-    let blocking_out = toolbox
-        .invoke(&anyone(), "bump", json!({}), "c")
-        .await
-        .unwrap();
-    let blocking_counts = (runs.get(), tx_attempts.get(), db.scalar("SELECT v FROM t"));
+    })
+    .await;
 
     assert_eq!(async_out, blocking_out);
     assert_eq!(
@@ -298,35 +242,21 @@ async fn async_and_blocking_tools_give_identical_counts_and_events() {
 /// the box, by its `source()` chain), not its text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anyhow_errors_are_classified_by_their_chain() {
-    let db = Db::new(SCHEMA);
-    let pool = db.pool().await;
-    let holder = db.hold();
+    let Locked { db, pool, holder } = Locked::new(ONE_ROW).await;
     let runs = Counter::default();
-    let tool = {
-        let (pool, runs, holder) = (pool.clone(), runs.clone(), holder.clone());
-        Tool::new("bump", "", move |_ctx: ToolContext, _: NoArgs| {
-            let (pool, runs, holder) = (pool.clone(), runs.clone(), holder.clone());
-            async move {
-                let run = runs.bump();
-                let r = sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await;
-                if run == 1 {
-                    holder.release();
-                }
-                r.map_err(anyhow::Error::from)?;
-                Ok::<_, anyhow::Error>(run)
-            }
-        })
-    };
-    let toolbox = Toolbox::builder()
-        .policy(fast(3))
-        .tool(tool)
-        .build()
-        .unwrap();
+    let shared = (pool.clone(), runs.clone(), holder.clone());
+    let tool = shared_tool("bump", "", shared, |_, (pool, runs, holder)| async move {
+        let run = runs.bump();
+        let r = sqlx::query("UPDATE t SET v = v + 1").execute(&pool).await;
+        if run == 1 {
+            holder.release();
+        }
+        r.map_err(anyhow::Error::from)?;
+        Ok::<_, anyhow::Error>(run)
+    });
+    let toolbox = toolbox(3, tool);
 
-    let out = toolbox
-        .invoke(&anyone(), "bump", json!({}), "c")
-        .await
-        .unwrap();
+    let out = call(&toolbox, "bump", "c").await.unwrap();
 
     assert_eq!(out, json!(2));
     assert_eq!(db.scalar("SELECT v FROM t"), 1);
