@@ -3,11 +3,9 @@
 
 use std::time::Duration;
 
-use txretry::{
-    Backoff, Classifier, MessageFallback, Phase, RetryPolicy, StopReason, TxError, Verdict,
-};
+use txretry::{Backoff, Classifier, MessageFallback, RetryPolicy, StopReason, TxError, Verdict};
 
-use crate::common::{Db, assert_outcome};
+use crate::common::{Db, assert_permanent_once, eager_policy};
 
 #[derive(Debug, thiserror::Error)]
 enum OrderError {
@@ -15,15 +13,6 @@ enum OrderError {
     NotFound(i64),
     #[error(transparent)]
     Db(#[from] rusqlite::Error),
-}
-
-/// Many attempts and no wait: a retry would show in the call count.
-fn eager_policy() -> RetryPolicy {
-    RetryPolicy::builder()
-        .max_attempts(10)
-        .backoff(Backoff::Constant(Duration::ZERO))
-        .build()
-        .unwrap()
 }
 
 fn setup(db: &Db) -> rusqlite::Connection {
@@ -36,19 +25,6 @@ fn setup(db: &Db) -> rusqlite::Connection {
 fn audit_rows(conn: &rusqlite::Connection) -> i64 {
     conn.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
         .unwrap()
-}
-
-/// Returned once, permanent, from the closure.
-#[track_caller]
-fn assert_once<E: std::fmt::Debug>(err: &TxError<E>) {
-    assert_outcome(
-        err,
-        Verdict::Permanent,
-        Phase::Body,
-        1,
-        StopReason::NotRetryable,
-    );
-    assert_eq!(err.outcome().code(), None, "{err:?}");
 }
 
 #[test]
@@ -64,7 +40,7 @@ fn a_thiserror_business_error_runs_once_and_is_rolled_back() {
         });
     let err = result.expect_err("the business error");
     assert!(matches!(err.error(), OrderError::NotFound(7)), "{err:?}");
-    assert_once(&err);
+    assert_permanent_once(&err, None);
     assert!(matches!(err.into_error(), OrderError::NotFound(7)));
     assert_eq!(calls, 1);
     assert_eq!(audit_rows(&conn), 0, "the insert was rolled back");
@@ -90,7 +66,7 @@ fn an_anyhow_business_error_runs_once() {
         "customer 42 is suspended",
         "TxError shows E"
     );
-    assert_once(&err);
+    assert_permanent_once(&err, None);
     assert_eq!(calls, 1);
     assert_eq!(audit_rows(&conn), 0);
 }
@@ -108,7 +84,7 @@ fn a_boxed_business_error_runs_once() {
         });
     let err = result.unwrap_err();
     assert_eq!(err.error().to_string(), "out of stock");
-    assert_once(&err);
+    assert_permanent_once(&err, None);
     assert_eq!(calls, 1);
     assert_eq!(audit_rows(&conn), 0);
 }
@@ -129,7 +105,7 @@ fn query_returned_no_rows_runs_once() {
         matches!(err.error(), rusqlite::Error::QueryReturnedNoRows),
         "{err:?}"
     );
-    assert_once(&err);
+    assert_permanent_once(&err, None);
     assert_eq!(calls, 1);
 }
 
@@ -166,7 +142,7 @@ fn business_error_mentioning_deadlock_runs_once() {
     assert!(matches!(err.error(), RefundError::Refused), "{err:?}");
     assert!(err.to_string().contains("Deadlock"), "{err}");
     assert_eq!(calls, 1, "a business error is never retried");
-    assert_once(&err);
+    assert_permanent_once(&err, None);
     assert_eq!(audit_rows(&conn), 0, "the insert was rolled back");
     assert!(conn.is_autocommit());
 

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::Connection;
-use txretry::{Code, RetryPolicy, TxError, TxOptions};
+use txretry::{Backoff, Code, Phase, RetryPolicy, StopReason, TxError, TxOptions, Verdict};
 
 use crate::sqlite::Sqlite;
 
@@ -86,3 +86,26 @@ pub fn sqlite_code(err: &rusqlite::Error) -> Option<i32> {
 
 pub use crate::sqlite::{events, recording_policy};
 pub use txretry_testkit::outcome::assert_outcome;
+
+/// Many attempts and no wait: a retry would show in the call count.
+pub fn eager_policy() -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_attempts(10)
+        .backoff(Backoff::Constant(Duration::ZERO))
+        .build()
+        .unwrap()
+}
+
+/// An error the runner returned at once: permanent, from the body, after one attempt, with
+/// `code` (`None`: the closure's own error).
+#[track_caller]
+pub fn assert_permanent_once<E: std::fmt::Debug>(err: &TxError<E>, code: Option<Code>) {
+    assert_outcome(
+        err,
+        Verdict::Permanent,
+        Phase::Body,
+        1,
+        StopReason::NotRetryable,
+    );
+    assert_eq!(err.outcome().code(), code, "{err:?}");
+}

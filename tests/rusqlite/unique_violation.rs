@@ -1,22 +1,12 @@
 //! Constraint failures are permanent: a typed SQLite code that is not in the table.
 
-use std::time::Duration;
+use txretry::{Code, TxError, Verdict};
 
-use txretry::{Backoff, Code, Phase, RetryPolicy, StopReason, TxError, Verdict};
-
-use crate::common::{Db, assert_outcome, sqlite_code};
+use crate::common::{Db, assert_permanent_once, eager_policy, sqlite_code};
 
 /// SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY, SQLITE_CONSTRAINT_TRIGGER.
 const UNIQUE: i32 = 2067;
 const TRIGGER: i32 = 1811;
-
-fn eager_policy() -> RetryPolicy {
-    RetryPolicy::builder()
-        .max_attempts(10)
-        .backoff(Backoff::Constant(Duration::ZERO))
-        .build()
-        .unwrap()
-}
 
 fn setup(db: &Db) -> rusqlite::Connection {
     let conn = db.open();
@@ -55,14 +45,7 @@ fn the_runner_returns_a_unique_violation_once_and_rolls_back() {
         });
     let err = result.expect_err("duplicate email");
     assert_eq!(sqlite_code(err.error()), Some(UNIQUE));
-    assert_outcome(
-        &err,
-        Verdict::Permanent,
-        Phase::Body,
-        1,
-        StopReason::NotRetryable,
-    );
-    assert_eq!(err.outcome().code(), Some(Code::Sqlite(UNIQUE)));
+    assert_permanent_once(&err, Some(Code::Sqlite(UNIQUE)));
     assert_eq!(calls, 1);
     let n: i64 = conn
         .query_row("SELECT count(*) FROM user", [], |r| r.get(0))
@@ -103,13 +86,6 @@ fn a_trigger_raising_deadlock_is_permanent() {
     let err = result.expect_err("the trigger aborts");
     assert_eq!(sqlite_code(err.error()), Some(TRIGGER));
     assert!(err.to_string().contains("deadlock"), "{err}");
-    assert_outcome(
-        &err,
-        Verdict::Permanent,
-        Phase::Body,
-        1,
-        StopReason::NotRetryable,
-    );
-    assert_eq!(err.outcome().code(), Some(Code::Sqlite(TRIGGER)));
+    assert_permanent_once(&err, Some(Code::Sqlite(TRIGGER)));
     assert_eq!(calls, 1);
 }
