@@ -4,7 +4,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::Connection;
-use txretry::{Backoff, Code, Phase, RetryPolicy, StopReason, TxError, TxOptions, Verdict};
+use txretry::{
+    AsError, Backoff, Code, Phase, RetryPolicy, StopReason, TxError, TxOptions, Verdict,
+};
 
 use crate::sqlite::Sqlite;
 
@@ -94,6 +96,24 @@ pub fn eager_policy() -> RetryPolicy {
         .backoff(Backoff::Constant(Duration::ZERO))
         .build()
         .unwrap()
+}
+
+/// Runs `body` in `txretry::rusqlite::transaction` under `policy`; returns what the runner
+/// returned and how many times it called `body`.
+pub fn run_counting<T, E, Via>(
+    conn: &mut Connection,
+    policy: &RetryPolicy,
+    mut body: impl FnMut(&mut rusqlite::Transaction<'_>) -> Result<T, E>,
+) -> (Result<T, TxError<E>>, u32)
+where
+    E: From<rusqlite::Error> + AsError<Via>,
+{
+    let mut calls = 0;
+    let result = txretry::rusqlite::transaction(conn, policy, |tx| {
+        calls += 1;
+        body(tx)
+    });
+    (result, calls)
 }
 
 /// An error the runner returned at once: permanent, from the body, after one attempt, with
