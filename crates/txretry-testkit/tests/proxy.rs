@@ -274,12 +274,14 @@ mod mysql {
         tx
     }
 
-    async fn rows_with(direct: &mut Conn, table: &str, id: i32) -> i64 {
-        direct
+    /// Asserts that row `id` is in `table` once: the COMMIT the client saw fail landed.
+    async fn assert_commit_landed(direct: &mut Conn, table: &str, id: i32) {
+        let rows: i64 = direct
             .exec_first(format!("SELECT count(*) FROM {table} WHERE id = ?"), (id,))
             .await
             .expect("count rows")
-            .expect("a row")
+            .expect("a row");
+        assert_eq!(rows, 1, "the commit landed");
     }
 
     #[tokio::test]
@@ -311,11 +313,7 @@ mod mysql {
             other => panic!("not the proxy's error: {other:?}"),
         }
         assert_eq!(proxy.faults_injected(), 1);
-        assert_eq!(
-            rows_with(&mut direct, &table, 1).await,
-            1,
-            "the commit landed"
-        );
+        assert_commit_landed(&mut direct, &table, 1).await;
 
         // A COMMIT after a result set in one multi-statement query: the proxy must read
         // the whole answer (rows, then the COMMIT's OK) before it answers with the error.
@@ -332,11 +330,7 @@ mod mysql {
             "{err:?}"
         );
         assert_eq!(proxy.faults_injected(), 2);
-        assert_eq!(
-            rows_with(&mut direct, &table, 2).await,
-            1,
-            "the commit landed"
-        );
+        assert_commit_landed(&mut direct, &table, 2).await;
         drop_table(&mut direct, &table).await;
     }
 
@@ -367,11 +361,7 @@ mod mysql {
             .map(MySqlDatabaseError::number);
         assert_eq!(number, Some(CR_SERVER_LOST), "{err:?}");
         assert_eq!(proxy.faults_injected(), 1);
-        assert_eq!(
-            rows_with(&mut direct, &table, 1).await,
-            1,
-            "the commit landed"
-        );
+        assert_commit_landed(&mut direct, &table, 1).await;
         drop_table(&mut direct, &table).await;
     }
 
