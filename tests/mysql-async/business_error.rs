@@ -2,7 +2,9 @@
 //! before it is rolled back; the outcome says so (permanent, in the body, one attempt).
 
 use mysql_async::prelude::*;
-use txretry::{Classifier, KindSet, MessageFallback, Phase, StopReason, TxOptions, Verdict};
+use txretry::{
+    Classifier, KindSet, MessageFallback, RetryPolicy, StopReason, TxError, TxOptions, Verdict,
+};
 
 use crate::common::*;
 
@@ -18,13 +20,10 @@ enum TransferError {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn business_error_runs_once_and_rolls_back() {
-    let Some(url) = url("mysql_async::business_error") else {
+    let Some(mut db) = Rows::start("mysql_async::business_error", "my_business", 1).await else {
         return;
     };
-    let pool = pool(&url);
-    let mut observer = pool.get_conn().await.unwrap();
-    let t = table("my_business");
-    create_rows(&mut observer, &t, 1).await;
+    let t = &db.t;
 
     // Even a policy that retries every kind, on a call that retries ambiguous failures too,
     // runs it once.
@@ -35,7 +34,7 @@ async fn business_error_runs_once_and_rolls_back() {
         .unwrap();
     let options = TxOptions::new().idempotent(true);
     let mut attempts = 0;
-    let result = txretry::mysql_async::transaction_with(&pool, &policy, &options, async |tx| {
+    let result = txretry::mysql_async::transaction_with(&db.pool, &policy, &options, async |tx| {
         attempts += 1;
         tx.query_drop(format!("UPDATE {t} SET v = v - 100 WHERE id = 1"))
             .await?;
@@ -60,22 +59,25 @@ async fn business_error_runs_once_and_rolls_back() {
         txretry::classify(err.error()).verdict,
         txretry::Verdict::Permanent
     );
-    assert_outcome(
-        &err,
-        Verdict::Permanent,
-        Phase::Body,
-        1,
-        StopReason::NotRetryable,
-    );
-    assert_eq!(err.outcome().code(), None);
-    assert_eq!(
-        value(&mut observer, &t, 1).await,
-        0,
-        "the UPDATE was rolled back"
-    );
-    drop_tables(&mut observer, &[&t]).await;
-    drop(observer);
-    pool.disconnect().await.unwrap();
+    assert_permanent_once(&err, None);
+    assert_eq!(db.value(1).await, 0, "the UPDATE was rolled back");
+    db.finish().await;
+}
+
+/// Runs, under `policy`, a closure that adds 1 to row 1 of `t` and then refuses the
+/// transfer; returns the error and how many times the closure ran.
+async fn refuse_after_update(db: &Rows, policy: &RetryPolicy) -> (TxError<TransferError>, u32) {
+    let t = &db.t;
+    let mut attempts = 0;
+    let err = txretry::mysql_async::transaction(&db.pool, policy, async |tx| {
+        attempts += 1;
+        tx.query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
+            .await?;
+        Err::<(), _>(TransferError::Refused)
+    })
+    .await
+    .expect_err("the business error");
+    (err, attempts)
 }
 
 /// The closure's own error whose text mentions a deadlock (but is not MariaDB's phrase,
@@ -85,39 +87,26 @@ async fn business_error_runs_once_and_rolls_back() {
 /// out; `MessageFallback::Loose` still does, which the end of the test shows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn business_error_mentioning_deadlock_runs_once() {
-    let Some(url) = url("mysql_async::business_error_mentioning_deadlock") else {
+    let Some(mut db) = Rows::start(
+        "mysql_async::business_error_mentioning_deadlock",
+        "my_business_dl",
+        1,
+    )
+    .await
+    else {
         return;
     };
-    let pool = pool(&url);
-    let mut observer = pool.get_conn().await.unwrap();
-    let t = table("my_business_dl");
-    create_rows(&mut observer, &t, 1).await;
 
     let (policy, seen) = recording(5);
     let policy = policy.build().unwrap();
-    let mut attempts = 0;
-    let err = txretry::mysql_async::transaction(&pool, &policy, async |tx| {
-        attempts += 1;
-        tx.query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
-            .await?;
-        Err::<(), _>(TransferError::Refused)
-    })
-    .await
-    .expect_err("the business error");
+    let (err, attempts) = refuse_after_update(&db, &policy).await;
 
     assert!(matches!(err.error(), TransferError::Refused), "{err:?}");
     assert!(err.to_string().contains("Deadlock"), "{err}");
     assert_eq!(attempts, 1, "a business error is never retried");
     assert!(seen.retried().is_empty());
-    assert_outcome(
-        &err,
-        Verdict::Permanent,
-        Phase::Body,
-        1,
-        StopReason::NotRetryable,
-    );
-    assert_eq!(err.outcome().code(), None);
-    assert_eq!(value(&mut observer, &t, 1).await, 0, "rolled back");
+    assert_permanent_once(&err, None);
+    assert_eq!(db.value(1).await, 0, "rolled back");
 
     // The test can fail: with the loose fallback the same error counts as a deadlock.
     let loose = policy
@@ -125,28 +114,13 @@ async fn business_error_mentioning_deadlock_runs_once() {
         .classifier(Classifier::default().message_fallback(MessageFallback::Loose))
         .build()
         .unwrap();
-    let mut loose_attempts = 0;
-    let err = txretry::mysql_async::transaction(&pool, &loose, async |tx| {
-        loose_attempts += 1;
-        tx.query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
-            .await?;
-        Err::<(), _>(TransferError::Refused)
-    })
-    .await
-    .expect_err("the business error, five times");
-    assert_eq!(loose_attempts, 5);
+    let (err, loose_attempts) = refuse_after_update(&db, &loose).await;
+    assert_eq!(loose_attempts, 5, "the business error, five times");
     assert_eq!(
         err.outcome().verdict(),
         Verdict::Transient(txretry::TransientKind::Deadlock)
     );
     assert_eq!(err.outcome().stop_reason(), StopReason::AttemptsExhausted);
-    assert_eq!(
-        value(&mut observer, &t, 1).await,
-        0,
-        "rolled back each time"
-    );
-
-    drop_tables(&mut observer, &[&t]).await;
-    drop(observer);
-    pool.disconnect().await.unwrap();
+    assert_eq!(db.value(1).await, 0, "rolled back each time");
+    db.finish().await;
 }

@@ -135,6 +135,55 @@ pub async fn drop_tables(conn: &mut Conn, names: &[&str]) {
 pub use txretry_testkit::outcome::assert_outcome;
 pub use txretry_testkit::record::recording;
 
+/// A test's pool of its own, an observer session from it, and a new table `t` with rows
+/// `1..=rows` ([`create_rows`]).
+pub struct Rows {
+    pub pool: Pool,
+    pub observer: Conn,
+    pub t: String,
+}
+
+impl Rows {
+    /// `None` when the test must skip.
+    pub async fn start(test: &str, prefix: &str, rows: i32) -> Option<Rows> {
+        let url = url(test)?;
+        let pool = pool(&url);
+        let mut observer = pool.get_conn().await.unwrap();
+        let t = table(prefix);
+        create_rows(&mut observer, &t, rows).await;
+        Some(Rows { pool, observer, t })
+    }
+
+    /// The value of row `id`, read by the observer.
+    pub async fn value(&mut self, id: i32) -> i64 {
+        value(&mut self.observer, &self.t, id).await
+    }
+
+    /// Drops the table and closes the pool.
+    pub async fn finish(mut self) {
+        drop_tables(&mut self.observer, &[&self.t]).await;
+        drop(self.observer);
+        self.pool.disconnect().await.unwrap();
+    }
+}
+
+/// An error the runner returned at once: permanent, from the body, after one attempt, with
+/// `code` (`None`: the closure's own error).
+#[track_caller]
+pub fn assert_permanent_once<E: std::fmt::Debug>(
+    err: &txretry::TxError<E>,
+    code: Option<txretry::Code>,
+) {
+    assert_outcome(
+        err,
+        txretry::Verdict::Permanent,
+        txretry::Phase::Body,
+        1,
+        txretry::StopReason::NotRetryable,
+    );
+    assert_eq!(err.outcome().code(), code, "{err:?}");
+}
+
 /// The server error number, if `err` is a server error.
 pub fn errno(err: &mysql_async::Error) -> Option<u16> {
     match err {

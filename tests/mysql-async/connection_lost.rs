@@ -9,13 +9,10 @@ use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_connection_is_discarded_and_retried_when_opted_in() {
-    let Some(url) = url("mysql_async::connection_lost") else {
+    let Some(mut db) = Rows::start("mysql_async::connection_lost", "my_conn_lost", 1).await else {
         return;
     };
-    let pool = pool(&url);
-    let mut observer = pool.get_conn().await.unwrap();
-    let t = table("my_conn_lost");
-    create_rows(&mut observer, &t, 1).await;
+    let (pool, observer, t) = (&db.pool, &mut db.observer, &db.t);
 
     let (policy, seen) = recording(3);
     let policy = policy
@@ -23,7 +20,7 @@ async fn killed_connection_is_discarded_and_retried_when_opted_in() {
         .build()
         .unwrap();
     let mut ids = Vec::new();
-    txretry::mysql_async::transaction(&pool, &policy, async |tx| {
+    txretry::mysql_async::transaction(pool, &policy, async |tx| {
         let id = connection_id(tx).await;
         ids.push(id);
         tx.query_drop(format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
@@ -48,14 +45,14 @@ async fn killed_connection_is_discarded_and_retried_when_opted_in() {
     // The driver noticed (an I/O error on the killed socket), not the server.
     assert!(matches!(seen[0].code, Some(Code::Driver(_))), "{seen:?}");
     assert_eq!(
-        value(&mut observer, &t, 1).await,
+        value(observer, t, 1).await,
         2,
         "the killed attempt left nothing behind"
     );
 
     // The default policy recognises the failure but does not retry it.
     let mut attempts = 0;
-    let err = txretry::mysql_async::transaction(&pool, &RetryPolicy::default(), async |tx| {
+    let err = txretry::mysql_async::transaction(pool, &RetryPolicy::default(), async |tx| {
         attempts += 1;
         let id = connection_id(tx).await;
         observer.query_drop(format!("KILL CONNECTION {id}")).await?;
@@ -88,9 +85,6 @@ async fn killed_connection_is_discarded_and_retried_when_opted_in() {
         matches!(err.outcome().code(), Some(Code::Driver(_))),
         "{err:?}"
     );
-    assert_eq!(value(&mut observer, &t, 1).await, 2);
-
-    drop_tables(&mut observer, &[&t]).await;
-    drop(observer);
-    pool.disconnect().await.unwrap();
+    assert_eq!(value(observer, t, 1).await, 2);
+    db.finish().await;
 }

@@ -15,17 +15,14 @@ fn assert_send<T: Send>(value: T) -> T {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runner_future_can_be_spawned() {
-    let Some(url) = url("mysql_async::send_spawn") else {
+    let Some(mut db) = Rows::start("mysql_async::send_spawn", "my_spawn", 1).await else {
         return;
     };
-    let pool = pool(&url);
-    let mut observer = pool.get_conn().await.unwrap();
-    let t = Arc::new(table("my_spawn"));
-    create_rows(&mut observer, &t, 1).await;
+    let t = Arc::new(db.t.clone());
 
     let mut tasks = Vec::new();
     for i in 1..=4_i64 {
-        let (pool, t) = (pool.clone(), Arc::clone(&t));
+        let (pool, t) = (db.pool.clone(), Arc::clone(&t));
         let policy = RetryPolicy::default();
         tasks.push(tokio::spawn(assert_send(async move {
             let t = Arc::clone(&t);
@@ -43,10 +40,8 @@ async fn runner_future_can_be_spawned() {
             .unwrap()
             .expect("each spawned transaction commits");
     }
-    assert_eq!(value(&mut observer, &t, 1).await, 1 + 2 + 3 + 4);
-    drop_tables(&mut observer, &[&t]).await;
-    drop(observer);
-    pool.disconnect().await.unwrap();
+    assert_eq!(db.value(1).await, 1 + 2 + 3 + 4);
+    db.finish().await;
 }
 
 /// A service struct holding the pool and the policy, as applications write it: its method
@@ -83,20 +78,17 @@ impl Bank {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_method_can_be_spawned() {
-    let Some(url) = url("mysql_async::send_spawn_service") else {
+    let Some(mut db) = Rows::start("mysql_async::send_spawn_service", "my_bank", 2).await else {
         return;
     };
-    let pool = pool(&url);
-    let mut observer = pool.get_conn().await.unwrap();
-    let t = table("my_bank");
-    create_rows(&mut observer, &t, 2).await;
-    observer
+    let t = &db.t;
+    db.observer
         .query_drop(format!("UPDATE {t} SET v = 100 WHERE id = 1"))
         .await
         .unwrap();
 
     let bank = Arc::new(Bank {
-        pool: pool.clone(),
+        pool: db.pool.clone(),
         policy: RetryPolicy::default(),
         accounts: Arc::from(t.as_str()),
     });
@@ -107,10 +99,8 @@ async fn a_service_method_can_be_spawned() {
     let left = task.await.unwrap().expect("the transfer commits");
 
     assert_eq!(left, 70);
-    assert_eq!(value(&mut observer, &t, 1).await, 70);
-    assert_eq!(value(&mut observer, &t, 2).await, 30);
+    assert_eq!(db.value(1).await, 70);
+    assert_eq!(db.value(2).await, 30);
     drop(bank);
-    drop_tables(&mut observer, &[&t]).await;
-    drop(observer);
-    pool.disconnect().await.unwrap();
+    db.finish().await;
 }

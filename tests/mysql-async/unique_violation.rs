@@ -1,24 +1,21 @@
 //! 1062 (duplicate entry) is permanent: it surfaces once, with its number.
 
 use mysql_async::prelude::*;
-use txretry::{Code, Phase, StopReason, Verdict};
+use txretry::{Code, Verdict};
 
 use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unique_violation_is_permanent() {
-    let Some(url) = url("mysql_async::unique_violation") else {
+    let Some(mut db) = Rows::start("mysql_async::unique_violation", "my_unique", 1).await else {
         return;
     };
-    let pool = pool(&url);
-    let mut observer = pool.get_conn().await.unwrap();
-    let t = table("my_unique");
-    create_rows(&mut observer, &t, 1).await;
+    let t = &db.t;
 
     let (policy, seen) = recording(5);
     let policy = policy.build().unwrap();
     let mut attempts = 0;
-    let err = txretry::mysql_async::transaction(&pool, &policy, async |tx| {
+    let err = txretry::mysql_async::transaction(&db.pool, &policy, async |tx| {
         attempts += 1;
         tx.query_drop(format!("INSERT INTO {t} (id, v) VALUES (2, 0)"))
             .await?;
@@ -34,20 +31,11 @@ async fn unique_violation_is_permanent() {
     let classification = txretry::classify(err.error());
     assert_eq!(classification.verdict, Verdict::Permanent);
     assert_eq!(classification.code, Some(Code::MySql(1062)));
-    assert_outcome(
-        &err,
-        Verdict::Permanent,
-        Phase::Body,
-        1,
-        StopReason::NotRetryable,
-    );
-    assert_eq!(err.outcome().code(), Some(Code::MySql(1062)));
+    assert_permanent_once(&err, Some(Code::MySql(1062)));
     assert_eq!(
-        count(&mut observer, &t).await,
+        count(&mut db.observer, &db.t).await,
         1,
         "the first INSERT was rolled back"
     );
-    drop_tables(&mut observer, &[&t]).await;
-    drop(observer);
-    pool.disconnect().await.unwrap();
+    db.finish().await;
 }

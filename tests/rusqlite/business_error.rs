@@ -3,11 +3,9 @@
 
 use std::time::Duration;
 
-use txretry::{
-    Backoff, Classifier, MessageFallback, Phase, RetryPolicy, StopReason, TxError, Verdict,
-};
+use txretry::{Backoff, Classifier, MessageFallback, RetryPolicy, StopReason, Verdict};
 
-use crate::common::{Db, assert_outcome};
+use crate::common::{Db, assert_permanent_once, eager_policy, run_counting};
 
 #[derive(Debug, thiserror::Error)]
 enum OrderError {
@@ -15,15 +13,6 @@ enum OrderError {
     NotFound(i64),
     #[error(transparent)]
     Db(#[from] rusqlite::Error),
-}
-
-/// Many attempts and no wait: a retry would show in the call count.
-fn eager_policy() -> RetryPolicy {
-    RetryPolicy::builder()
-        .max_attempts(10)
-        .backoff(Backoff::Constant(Duration::ZERO))
-        .build()
-        .unwrap()
 }
 
 fn setup(db: &Db) -> rusqlite::Connection {
@@ -38,33 +27,17 @@ fn audit_rows(conn: &rusqlite::Connection) -> i64 {
         .unwrap()
 }
 
-/// Returned once, permanent, from the closure.
-#[track_caller]
-fn assert_once<E: std::fmt::Debug>(err: &TxError<E>) {
-    assert_outcome(
-        err,
-        Verdict::Permanent,
-        Phase::Body,
-        1,
-        StopReason::NotRetryable,
-    );
-    assert_eq!(err.outcome().code(), None, "{err:?}");
-}
-
 #[test]
 fn a_thiserror_business_error_runs_once_and_is_rolled_back() {
     let db = Db::wal();
     let mut conn = setup(&db);
-    let mut calls = 0;
-    let result: Result<(), TxError<OrderError>> =
-        txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
-            calls += 1;
-            tx.execute("INSERT INTO audit (note) VALUES ('looked up order 7')", [])?;
-            Err(OrderError::NotFound(7))
-        });
+    let (result, calls) = run_counting(&mut conn, &eager_policy(), |tx| {
+        tx.execute("INSERT INTO audit (note) VALUES ('looked up order 7')", [])?;
+        Err::<(), _>(OrderError::NotFound(7))
+    });
     let err = result.expect_err("the business error");
     assert!(matches!(err.error(), OrderError::NotFound(7)), "{err:?}");
-    assert_once(&err);
+    assert_permanent_once(&err, None);
     assert!(matches!(err.into_error(), OrderError::NotFound(7)));
     assert_eq!(calls, 1);
     assert_eq!(audit_rows(&conn), 0, "the insert was rolled back");
@@ -76,13 +49,10 @@ fn a_thiserror_business_error_runs_once_and_is_rolled_back() {
 fn an_anyhow_business_error_runs_once() {
     let db = Db::wal();
     let mut conn = setup(&db);
-    let mut calls = 0;
-    let result: Result<(), TxError<anyhow::Error>> =
-        txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
-            calls += 1;
-            tx.execute("INSERT INTO audit (note) VALUES ('x')", [])?;
-            anyhow::bail!("customer 42 is suspended")
-        });
+    let (result, calls) = run_counting(&mut conn, &eager_policy(), |tx| -> anyhow::Result<()> {
+        tx.execute("INSERT INTO audit (note) VALUES ('x')", [])?;
+        anyhow::bail!("customer 42 is suspended")
+    });
     let err = result.unwrap_err();
     assert_eq!(err.error().to_string(), "customer 42 is suspended");
     assert_eq!(
@@ -90,7 +60,7 @@ fn an_anyhow_business_error_runs_once() {
         "customer 42 is suspended",
         "TxError shows E"
     );
-    assert_once(&err);
+    assert_permanent_once(&err, None);
     assert_eq!(calls, 1);
     assert_eq!(audit_rows(&conn), 0);
 }
@@ -99,16 +69,17 @@ fn an_anyhow_business_error_runs_once() {
 fn a_boxed_business_error_runs_once() {
     let db = Db::wal();
     let mut conn = setup(&db);
-    let mut calls = 0;
-    let result: Result<(), TxError<Box<dyn std::error::Error + Send + Sync>>> =
-        txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
-            calls += 1;
+    let (result, calls) = run_counting(
+        &mut conn,
+        &eager_policy(),
+        |tx| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             tx.execute("INSERT INTO audit (note) VALUES ('x')", [])?;
             Err("out of stock".into())
-        });
+        },
+    );
     let err = result.unwrap_err();
     assert_eq!(err.error().to_string(), "out of stock");
-    assert_once(&err);
+    assert_permanent_once(&err, None);
     assert_eq!(calls, 1);
     assert_eq!(audit_rows(&conn), 0);
 }
@@ -118,18 +89,15 @@ fn a_boxed_business_error_runs_once() {
 fn query_returned_no_rows_runs_once() {
     let db = Db::wal();
     let mut conn = setup(&db);
-    let mut calls = 0;
-    let result: Result<String, TxError<rusqlite::Error>> =
-        txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
-            calls += 1;
-            tx.query_row("SELECT note FROM audit WHERE id = 99", [], |r| r.get(0))
-        });
+    let (result, calls) = run_counting(&mut conn, &eager_policy(), |tx| {
+        tx.query_row::<String, _, _>("SELECT note FROM audit WHERE id = 99", [], |r| r.get(0))
+    });
     let err = result.expect_err("no row");
     assert!(
         matches!(err.error(), rusqlite::Error::QueryReturnedNoRows),
         "{err:?}"
     );
-    assert_once(&err);
+    assert_permanent_once(&err, None);
     assert_eq!(calls, 1);
 }
 
@@ -155,18 +123,17 @@ fn business_error_mentioning_deadlock_runs_once() {
         .backoff(Backoff::Constant(Duration::ZERO))
         .build()
         .unwrap();
-    let mut calls = 0;
-    let result: Result<(), TxError<RefundError>> =
-        txretry::rusqlite::transaction(&mut conn, &five, |tx| {
-            calls += 1;
-            tx.execute("INSERT INTO audit (note) VALUES ('refund 9')", [])?;
-            Err(RefundError::Refused)
-        });
+    // The same closure under both policies.
+    let refund = |tx: &mut rusqlite::Transaction<'_>| {
+        tx.execute("INSERT INTO audit (note) VALUES ('refund 9')", [])?;
+        Err::<(), _>(RefundError::Refused)
+    };
+    let (result, calls) = run_counting(&mut conn, &five, refund);
     let err = result.expect_err("the business error");
     assert!(matches!(err.error(), RefundError::Refused), "{err:?}");
     assert!(err.to_string().contains("Deadlock"), "{err}");
     assert_eq!(calls, 1, "a business error is never retried");
-    assert_once(&err);
+    assert_permanent_once(&err, None);
     assert_eq!(audit_rows(&conn), 0, "the insert was rolled back");
     assert!(conn.is_autocommit());
 
@@ -176,13 +143,8 @@ fn business_error_mentioning_deadlock_runs_once() {
         .classifier(Classifier::default().message_fallback(MessageFallback::Loose))
         .build()
         .unwrap();
-    let mut loose_calls = 0;
-    let err = txretry::rusqlite::transaction(&mut conn, &loose, |tx| {
-        loose_calls += 1;
-        tx.execute("INSERT INTO audit (note) VALUES ('refund 9')", [])?;
-        Err::<(), _>(RefundError::Refused)
-    })
-    .expect_err("the business error, five times");
+    let (result, loose_calls) = run_counting(&mut conn, &loose, refund);
+    let err = result.expect_err("the business error, five times");
     assert_eq!(loose_calls, 5);
     assert_eq!(
         err.outcome().verdict(),

@@ -4,7 +4,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::Connection;
-use txretry::{Code, RetryPolicy, TxError, TxOptions};
+use txretry::{
+    AsError, Backoff, Code, Phase, RetryPolicy, StopReason, TxError, TxOptions, Verdict,
+};
 
 use crate::sqlite::Sqlite;
 
@@ -86,3 +88,44 @@ pub fn sqlite_code(err: &rusqlite::Error) -> Option<i32> {
 
 pub use crate::sqlite::{events, recording_policy};
 pub use txretry_testkit::outcome::assert_outcome;
+
+/// Many attempts and no wait: a retry would show in the call count.
+pub fn eager_policy() -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_attempts(10)
+        .backoff(Backoff::Constant(Duration::ZERO))
+        .build()
+        .unwrap()
+}
+
+/// Runs `body` in `txretry::rusqlite::transaction` under `policy`; returns what the runner
+/// returned and how many times it called `body`.
+pub fn run_counting<T, E, Via>(
+    conn: &mut Connection,
+    policy: &RetryPolicy,
+    mut body: impl FnMut(&mut rusqlite::Transaction<'_>) -> Result<T, E>,
+) -> (Result<T, TxError<E>>, u32)
+where
+    E: From<rusqlite::Error> + AsError<Via>,
+{
+    let mut calls = 0;
+    let result = txretry::rusqlite::transaction(conn, policy, |tx| {
+        calls += 1;
+        body(tx)
+    });
+    (result, calls)
+}
+
+/// An error the runner returned at once: permanent, from the body, after one attempt, with
+/// `code` (`None`: the closure's own error).
+#[track_caller]
+pub fn assert_permanent_once<E: std::fmt::Debug>(err: &TxError<E>, code: Option<Code>) {
+    assert_outcome(
+        err,
+        Verdict::Permanent,
+        Phase::Body,
+        1,
+        StopReason::NotRetryable,
+    );
+    assert_eq!(err.outcome().code(), code, "{err:?}");
+}

@@ -1,22 +1,12 @@
 //! Constraint failures are permanent: a typed SQLite code that is not in the table.
 
-use std::time::Duration;
+use txretry::{Code, Verdict};
 
-use txretry::{Backoff, Code, Phase, RetryPolicy, StopReason, TxError, Verdict};
-
-use crate::common::{Db, assert_outcome, sqlite_code};
+use crate::common::{Db, assert_permanent_once, eager_policy, run_counting, sqlite_code};
 
 /// SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY, SQLITE_CONSTRAINT_TRIGGER.
 const UNIQUE: i32 = 2067;
 const TRIGGER: i32 = 1811;
-
-fn eager_policy() -> RetryPolicy {
-    RetryPolicy::builder()
-        .max_attempts(10)
-        .backoff(Backoff::Constant(Duration::ZERO))
-        .build()
-        .unwrap()
-}
 
 fn setup(db: &Db) -> rusqlite::Connection {
     let conn = db.open();
@@ -45,24 +35,14 @@ fn a_unique_violation_is_2067_and_permanent() {
 fn the_runner_returns_a_unique_violation_once_and_rolls_back() {
     let db = Db::wal();
     let mut conn = setup(&db);
-    let mut calls = 0;
-    let result: Result<(), TxError<rusqlite::Error>> =
-        txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
-            calls += 1;
-            tx.execute("INSERT INTO user (email) VALUES ('grace@example.com')", [])?;
-            tx.execute("INSERT INTO user (email) VALUES ('ada@example.com')", [])?;
-            Ok(())
-        });
+    let (result, calls) = run_counting(&mut conn, &eager_policy(), |tx| {
+        tx.execute("INSERT INTO user (email) VALUES ('grace@example.com')", [])?;
+        tx.execute("INSERT INTO user (email) VALUES ('ada@example.com')", [])?;
+        Ok::<_, rusqlite::Error>(())
+    });
     let err = result.expect_err("duplicate email");
     assert_eq!(sqlite_code(err.error()), Some(UNIQUE));
-    assert_outcome(
-        &err,
-        Verdict::Permanent,
-        Phase::Body,
-        1,
-        StopReason::NotRetryable,
-    );
-    assert_eq!(err.outcome().code(), Some(Code::Sqlite(UNIQUE)));
+    assert_permanent_once(&err, Some(Code::Sqlite(UNIQUE)));
     assert_eq!(calls, 1);
     let n: i64 = conn
         .query_row("SELECT count(*) FROM user", [], |r| r.get(0))
@@ -93,23 +73,13 @@ fn a_trigger_raising_deadlock_is_permanent() {
     assert_eq!(found.verdict, Verdict::Permanent);
     assert_eq!(found.code, Some(Code::Sqlite(TRIGGER)));
 
-    let mut calls = 0;
-    let result: Result<(), TxError<rusqlite::Error>> =
-        txretry::rusqlite::transaction(&mut conn, &eager_policy(), |tx| {
-            calls += 1;
-            tx.execute("INSERT INTO user (email) VALUES ('bot2@example.com')", [])?;
-            Ok(())
-        });
+    let (result, calls) = run_counting(&mut conn, &eager_policy(), |tx| {
+        tx.execute("INSERT INTO user (email) VALUES ('bot2@example.com')", [])?;
+        Ok::<_, rusqlite::Error>(())
+    });
     let err = result.expect_err("the trigger aborts");
     assert_eq!(sqlite_code(err.error()), Some(TRIGGER));
     assert!(err.to_string().contains("deadlock"), "{err}");
-    assert_outcome(
-        &err,
-        Verdict::Permanent,
-        Phase::Body,
-        1,
-        StopReason::NotRetryable,
-    );
-    assert_eq!(err.outcome().code(), Some(Code::Sqlite(TRIGGER)));
+    assert_permanent_once(&err, Some(Code::Sqlite(TRIGGER)));
     assert_eq!(calls, 1);
 }

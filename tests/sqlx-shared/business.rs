@@ -1,5 +1,5 @@
 //! A business error inside the closure surfaces once, unchanged, and its writes roll back —
-//! even when its text mentions a deadlock. For sqlx on PostgreSQL and on MySQL (each
+//! even when its text mentions a deadlock. For sqlx on PostgreSQL, MySQL and SQLite (each
 //! binary's `dialect` module says how they differ).
 
 use txretry::{KindSet, RetryPolicy, TxError, Verdict};
@@ -62,7 +62,8 @@ async fn insert_then_fail(
 
 #[tokio::test]
 async fn business_error_runs_once_and_rolls_back() {
-    let Some((_, pool)) = setup(&format!("{DRIVER} business"), 2).await else {
+    // `_db`: the server's URL, or the SQLite database, which must outlive the pool.
+    let Some((_db, pool)) = setup(&format!("{DRIVER} business"), 2).await else {
         return;
     };
     let seen = Seen::default();
@@ -89,7 +90,7 @@ async fn business_error_runs_once_and_rolls_back() {
 /// no typed code, no driver phrase, so a policy retrying every kind runs it once.
 #[tokio::test]
 async fn business_error_mentioning_deadlock_runs_once() {
-    let Some((_, pool)) = setup(&format!("{DRIVER} business deadlock text"), 2).await else {
+    let Some((_db, pool)) = setup(&format!("{DRIVER} business deadlock text"), 2).await else {
         return;
     };
     let seen = Seen::default();

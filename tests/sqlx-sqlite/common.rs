@@ -6,7 +6,7 @@ use std::time::Duration;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{ConnectOptions, SqliteConnection};
+use sqlx::{AssertSqlSafe, ConnectOptions, SqliteConnection};
 use txretry::RetryPolicy;
 
 /// A database file in its own temp directory (removed on drop), in WAL mode.
@@ -75,7 +75,34 @@ pub fn policy(attempts: u32, seen: &Seen) -> RetryPolicy {
     txretry_testkit::record::jittered(attempts, Duration::from_millis(20), seen)
 }
 
-/// Runs raw SQL on a plain connection (the "other" session).
-pub async fn exec(conn: &mut SqliteConnection, sql: &'static str) {
-    sqlx::raw_sql(sql).execute(conn).await.unwrap();
+/// Runs raw SQL (several statements allowed) on a plain connection (the "other" session)
+/// or a pool.
+pub async fn exec<'e>(executor: impl sqlx::SqliteExecutor<'e>, text: impl Into<String>) {
+    sqlx::raw_sql(sql(text.into()))
+        .execute(executor)
+        .await
+        .unwrap();
+}
+
+/// A test's database and a pool of `max_connections` on it (busy timeout 0); the database
+/// must outlive the pool. Always `Some`: SQLite needs no server, and the `Option` is only
+/// for the tests of `tests/sqlx-shared/`, which skip on `None` on the server binaries.
+pub async fn setup(_test: &str, max_connections: u32) -> Option<(TempDb, SqlitePool)> {
+    let db = TempDb::new().await;
+    let pool = db.pool(max_connections, Duration::ZERO).await;
+    Some((db, pool))
+}
+
+/// A table name of its own.
+pub fn table(prefix: &str) -> String {
+    txretry_testkit::unique_name(prefix)
+}
+
+/// SQL with a table name spliced in. Names come from `unique_name` (ASCII letters, digits, `_`).
+pub fn sql(text: String) -> AssertSqlSafe<String> {
+    AssertSqlSafe(text)
+}
+
+pub async fn drop_table(pool: &SqlitePool, name: &str) {
+    exec(pool, format!("DROP TABLE IF EXISTS {name}")).await;
 }

@@ -2,11 +2,14 @@
 //! BUSY_SNAPSHOT failures from two connections on a temp-file WAL database, recovered by
 //! the runner. SQLite needs no server.
 
+// Tests written once for sqlx on every database; `dialect` says how SQLite differs.
+#[path = "../sqlx-shared/business.rs"]
 mod business;
 mod busy;
 mod busy_snapshot;
 mod common;
 mod contention;
+mod dialect;
 mod options;
 mod spawn;
 mod unique;

@@ -42,6 +42,40 @@ fn retry_everything() -> (RetryPolicy, Seen) {
     (policy, seen)
 }
 
+/// A test's sessions: `direct` to the server, `client` through a `proxy` armed for one
+/// COMMIT fault; `t` is a new notes table.
+struct Faulted {
+    direct: tokio_postgres::Client,
+    t: String,
+    proxy: CommitFaultProxy,
+    client: tokio_postgres::Client,
+}
+
+/// `None` when the test must skip.
+async fn start(test: &str, prefix: &str) -> Option<Faulted> {
+    let url = url(test)?;
+    let direct = connect(&url).await;
+    let t = table(prefix);
+    create_notes(&direct, &t).await;
+    let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
+    let client = connect(proxy.url()).await;
+    proxy.arm_commit_faults(1);
+    Some(Faulted {
+        direct,
+        t,
+        proxy,
+        client,
+    })
+}
+
+/// Inserts `note` into `t` unless it is there: the same effect however often it runs.
+fn insert_if_absent(t: &str, note: &str) -> String {
+    format!(
+        "INSERT INTO {t} SELECT '{note}' WHERE NOT EXISTS \
+         (SELECT 1 FROM {t} WHERE note = '{note}')"
+    )
+}
+
 /// What the proxy's fault looks like to the runner's caller: the pooler's own error,
 /// unchanged, judged ambiguous at COMMIT on the first attempt.
 fn assert_ambiguous_commit(err: &txretry::TxError<tokio_postgres::Error>) {
@@ -73,17 +107,16 @@ fn assert_ambiguous_commit(err: &txretry::TxError<tokio_postgres::Error>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commit_answered_with_08p01_is_ambiguous_and_not_rerun() {
-    let Some(url) = url("tokio_postgres::commit_fault") else {
+    let Some(Faulted {
+        direct,
+        t,
+        proxy,
+        mut client,
+    }) = start("tokio_postgres::commit_fault", "tp_commit_fault").await
+    else {
         return;
     };
-    let direct = connect(&url).await;
-    let t = table("tp_commit_fault");
-    create_notes(&direct, &t).await;
-    let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
-
-    let mut client = connect(proxy.url()).await;
     let (policy, seen) = retry_everything();
-    proxy.arm_commit_faults(1);
     let mut attempts = 0;
     let err = txretry::tokio_postgres::transaction(&mut client, &policy, async |tx| {
         attempts += 1;
@@ -123,31 +156,27 @@ async fn commit_answered_with_08p01_is_ambiguous_and_not_rerun() {
 /// connection needs a pooled runner, such as `txretry::sqlx`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_call_retries_an_ambiguous_commit() {
-    let Some(url) = url("tokio_postgres::commit_fault_idempotent") else {
+    let Some(Faulted {
+        direct,
+        t,
+        proxy,
+        mut client,
+    }) = start(
+        "tokio_postgres::commit_fault_idempotent",
+        "tp_commit_fault_idem",
+    )
+    .await
+    else {
         return;
     };
-    let direct = connect(&url).await;
-    let t = table("tp_commit_fault_idem");
-    create_notes(&direct, &t).await;
-    let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
-
-    let mut client = connect(proxy.url()).await;
     let (policy, seen) = retry_everything();
     let options = TxOptions::new().idempotent(true);
-    proxy.arm_commit_faults(1);
+    let insert = insert_if_absent(&t, "order 18");
     let mut attempts = 0;
     let err =
         txretry::tokio_postgres::transaction_with(&mut client, &policy, &options, async |tx| {
             attempts += 1;
-            // Idempotent: writes the note only if it is not there yet.
-            tx.execute(
-                &format!(
-                    "INSERT INTO {t} SELECT 'order 18' WHERE NOT EXISTS \
-                 (SELECT 1 FROM {t} WHERE note = 'order 18')"
-                ),
-                &[],
-            )
-            .await
+            tx.execute(&insert, &[]).await
         })
         .await
         .expect_err("the client is closed: no second attempt is possible");
@@ -175,14 +204,7 @@ async fn idempotent_call_retries_an_ambiguous_commit() {
     let mut fresh = connect(proxy.url()).await;
     let inserted =
         txretry::tokio_postgres::transaction_with(&mut fresh, &policy, &options, async |tx| {
-            tx.execute(
-                &format!(
-                    "INSERT INTO {t} SELECT 'order 18' WHERE NOT EXISTS \
-                 (SELECT 1 FROM {t} WHERE note = 'order 18')"
-                ),
-                &[],
-            )
-            .await
+            tx.execute(&insert, &[]).await
         })
         .await
         .expect("the proxy is disarmed");

@@ -2,7 +2,7 @@
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{Client, NoTls, Transaction};
 use txretry_testkit::wait::poll_until;
 
 /// The server URL, or `None` when the test must skip (txretry-testkit printed why).
@@ -69,6 +69,36 @@ pub async fn create_rows(client: &Client, name: &str, rows: i32) {
         ))
         .await
         .expect("create table");
+}
+
+/// The server URL, an observer session and a new table of one row ([`create_rows`]), or
+/// `None` when the test must skip.
+pub async fn observed_row(test: &str, prefix: &str) -> Option<(String, Client, String)> {
+    let url = url(test)?;
+    let observer = connect(&url).await;
+    let t = table(prefix);
+    create_rows(&observer, &t, 1).await;
+    Some((url, observer, t))
+}
+
+/// A body that loses its session halfway: adds 1 to row 1 of `t`, has `observer` terminate
+/// backend `pid` (when given), and adds 1 again, which fails once the backend is gone.
+pub async fn bump_around_termination(
+    tx: &Transaction<'_>,
+    observer: &Client,
+    t: &str,
+    pid: Option<i32>,
+) -> Result<u64, tokio_postgres::Error> {
+    let bump = format!("UPDATE {t} SET v = v + 1 WHERE id = 1");
+    tx.execute(&bump, &[]).await?;
+    if let Some(pid) = pid {
+        let killed: bool = observer
+            .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+            .await?
+            .get(0);
+        assert!(killed, "backend {pid} was not terminated");
+    }
+    tx.execute(&bump, &[]).await
 }
 
 /// The value of row `id`.

@@ -8,12 +8,11 @@ use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_failure_is_returned_without_retry() {
-    let Some(url) = url("tokio_postgres::connection_lost") else {
+    let Some((url, observer, t)) =
+        observed_row("tokio_postgres::connection_lost", "tp_conn_lost").await
+    else {
         return;
     };
-    let observer = connect(&url).await;
-    let t = table("tp_conn_lost");
-    create_rows(&observer, &t, 1).await;
 
     let mut client = connect(&url).await;
     let pid = backend_pid(&client).await;
@@ -22,15 +21,7 @@ async fn connection_failure_is_returned_without_retry() {
     let mut attempts = 0;
     let err = txretry::tokio_postgres::transaction(&mut client, &policy, async |tx| {
         attempts += 1;
-        tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
-            .await?;
-        let killed: bool = observer
-            .query_one("SELECT pg_terminate_backend($1)", &[&pid])
-            .await?
-            .get(0);
-        assert!(killed);
-        tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
-            .await
+        bump_around_termination(tx, &observer, &t, Some(pid)).await
     })
     .await
     .expect_err("the connection is gone");

@@ -15,12 +15,11 @@ use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminated_backend_is_replaced_and_the_transaction_runs_again_once() {
-    let Some(url) = url("tokio_postgres::reconnecting") else {
+    let Some((url, observer, t)) =
+        observed_row("tokio_postgres::reconnecting", "tp_reconnect").await
+    else {
         return;
     };
-    let observer = connect(&url).await;
-    let t = table("tp_reconnect");
-    create_rows(&observer, &t, 1).await;
 
     let mut db = Reconnecting::new(url.parse().unwrap());
     let (policy, seen) = recording(2);
@@ -34,17 +33,9 @@ async fn a_terminated_backend_is_replaced_and_the_transaction_runs_again_once() 
         attempts += 1;
         let pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
         pids.push(pid);
-        tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
-            .await?;
-        if attempts == 1 {
-            let killed: bool = observer
-                .query_one("SELECT pg_terminate_backend($1)", &[&pid])
-                .await?
-                .get(0);
-            assert!(killed);
-        }
-        tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
-            .await
+        // Only the first attempt loses its backend: the retry commits.
+        let victim = (attempts == 1).then_some(pid);
+        bump_around_termination(tx, &observer, &t, victim).await
     })
     .await
     .expect("the second attempt commits on a new connection");
@@ -68,12 +59,14 @@ async fn a_terminated_backend_is_replaced_and_the_transaction_runs_again_once() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_failover_budget_the_same_fault_surfaces_once() {
-    let Some(url) = url("tokio_postgres::reconnecting_default") else {
+    let Some((url, observer, t)) = observed_row(
+        "tokio_postgres::reconnecting_default",
+        "tp_reconnect_default",
+    )
+    .await
+    else {
         return;
     };
-    let observer = connect(&url).await;
-    let t = table("tp_reconnect_default");
-    create_rows(&observer, &t, 1).await;
 
     let mut db = Reconnecting::new(url.parse().unwrap());
     let mut attempts = 0;
@@ -81,13 +74,7 @@ async fn without_a_failover_budget_the_same_fault_surfaces_once() {
         .transaction(&RetryPolicy::default(), async |tx| {
             attempts += 1;
             let pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
-            tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
-                .await?;
-            observer
-                .execute("SELECT pg_terminate_backend($1)", &[&pid])
-                .await?;
-            tx.execute(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"), &[])
-                .await
+            bump_around_termination(tx, &observer, &t, Some(pid)).await
         })
         .await
         .expect_err("the default policy does not retry a lost session");

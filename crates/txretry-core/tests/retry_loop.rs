@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use txretry_core::{Backoff, Code, RetryEvent, RetryPolicy, TransientKind};
+use txretry_core::{AsError, Backoff, Code, RetryEvent, RetryPolicy, TransientKind};
 
 #[derive(Debug, thiserror::Error)]
 enum AppError {
@@ -43,20 +43,33 @@ fn recording(policy: txretry_core::RetryPolicyBuilder) -> (RetryPolicy, Arc<Mute
     (policy, seen)
 }
 
-#[tokio::test(start_paused = true)]
-async fn transient_then_success_runs_twice_and_fires_one_event_with_attempt_1() {
-    let (policy, seen) = recording(RetryPolicy::builder());
+/// Runs `policy`'s async loop over `attempt`, which is told its attempt's number (from 1);
+/// returns what the loop returned and how many attempts it made.
+async fn run_counting<T, E: AsError<Via>, Via>(
+    policy: &RetryPolicy,
+    mut attempt: impl FnMut(u32) -> Result<T, E>,
+) -> (Result<T, E>, u32) {
     let mut calls = 0;
     let result = policy
         .run(async || {
             calls += 1;
-            if calls == 1 {
-                Err(AppError::Deadlock)
-            } else {
-                Ok("done")
-            }
+            attempt(calls)
         })
         .await;
+    (result, calls)
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_then_success_runs_twice_and_fires_one_event_with_attempt_1() {
+    let (policy, seen) = recording(RetryPolicy::builder());
+    let (result, calls) = run_counting(&policy, |n| {
+        if n == 1 {
+            Err(AppError::Deadlock)
+        } else {
+            Ok("done")
+        }
+    })
+    .await;
     assert_eq!(result.unwrap(), "done");
     assert_eq!(calls, 2);
     let seen = seen.lock().unwrap();
@@ -76,13 +89,7 @@ async fn transient_then_success_runs_twice_and_fires_one_event_with_attempt_1() 
 #[tokio::test(start_paused = true)]
 async fn business_error_runs_once_and_is_returned_unchanged() {
     let (policy, seen) = recording(RetryPolicy::builder().max_attempts(5));
-    let mut calls = 0;
-    let result: Result<(), AppError> = policy
-        .run(async || {
-            calls += 1;
-            Err(AppError::NotFound(17))
-        })
-        .await;
+    let (result, calls) = run_counting(&policy, |_| Err::<(), _>(AppError::NotFound(17))).await;
     assert!(matches!(result, Err(AppError::NotFound(17))));
     assert_eq!(calls, 1);
     assert!(seen.lock().unwrap().is_empty());
@@ -91,13 +98,7 @@ async fn business_error_runs_once_and_is_returned_unchanged() {
 #[tokio::test(start_paused = true)]
 async fn persistent_transient_error_with_3_attempts_runs_3_times_and_returns_it() {
     let (policy, seen) = recording(RetryPolicy::builder().max_attempts(3));
-    let mut calls = 0;
-    let result: Result<(), AppError> = policy
-        .run(async || {
-            calls += 1;
-            Err(AppError::Deadlock)
-        })
-        .await;
+    let (result, calls) = run_counting(&policy, |_| Err::<(), _>(AppError::Deadlock)).await;
     assert!(matches!(result, Err(AppError::Deadlock)));
     assert_eq!(calls, 3);
     let attempts: Vec<u32> = seen.lock().unwrap().iter().map(|s| s.attempt).collect();
@@ -106,13 +107,10 @@ async fn persistent_transient_error_with_3_attempts_runs_3_times_and_returns_it(
 
 #[tokio::test(start_paused = true)]
 async fn disabled_runs_once() {
-    let mut calls = 0;
-    let result: Result<(), AppError> = RetryPolicy::disabled()
-        .run(async || {
-            calls += 1;
-            Err(AppError::Deadlock)
-        })
-        .await;
+    let (result, calls) = run_counting(&RetryPolicy::disabled(), |_| {
+        Err::<(), _>(AppError::Deadlock)
+    })
+    .await;
     assert!(matches!(result, Err(AppError::Deadlock)));
     assert_eq!(calls, 1);
 }
@@ -146,13 +144,7 @@ async fn max_elapsed_stops_before_a_wait_that_would_overrun_it() {
         .max_elapsed(Duration::from_millis(250))
         .build()
         .unwrap();
-    let mut calls = 0;
-    let _: Result<(), AppError> = policy
-        .run(async || {
-            calls += 1;
-            Err(AppError::Deadlock)
-        })
-        .await;
+    let (_, calls) = run_counting(&policy, |_| Err::<(), _>(AppError::Deadlock)).await;
     // Starts at 0, 100, 200; the wait to 300 would overrun 250.
     assert_eq!(calls, 3);
 }
@@ -164,17 +156,14 @@ async fn a_panicking_hook_does_not_break_the_loop() {
         .on_retry(|_| panic!("hook bug"))
         .build()
         .unwrap();
-    let mut calls = 0;
-    let result = policy
-        .run(async || {
-            calls += 1;
-            if calls < 3 {
-                Err(AppError::Deadlock)
-            } else {
-                Ok(())
-            }
-        })
-        .await;
+    let (result, calls) = run_counting(&policy, |n| {
+        if n < 3 {
+            Err(AppError::Deadlock)
+        } else {
+            Ok(())
+        }
+    })
+    .await;
     assert!(result.is_ok());
     assert_eq!(calls, 3);
 }
@@ -186,36 +175,24 @@ async fn kinds_outside_retry_on_are_not_retried() {
         .retry_on([TransientKind::SerializationFailure])
         .build()
         .unwrap();
-    let mut calls = 0;
-    let _: Result<(), AppError> = policy
-        .run(async || {
-            calls += 1;
-            Err(AppError::Deadlock)
-        })
-        .await;
+    let (_, calls) = run_counting(&policy, |_| Err::<(), _>(AppError::Deadlock)).await;
     assert_eq!(calls, 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn anyhow_and_boxed_errors_are_classified_and_returned_unchanged() {
     let policy = RetryPolicy::builder().max_attempts(2).build().unwrap();
-    let mut calls = 0;
-    let r: Result<(), anyhow::Error> = policy
-        .run(async || {
-            calls += 1;
-            Err(anyhow::anyhow!("deadlock detected"))
-        })
-        .await;
+    let (r, calls) = run_counting(&policy, |_| {
+        Err::<(), anyhow::Error>(anyhow::anyhow!("deadlock detected"))
+    })
+    .await;
     assert_eq!(r.unwrap_err().to_string(), "deadlock detected");
     assert_eq!(calls, 2);
 
-    let mut calls = 0;
-    let r: Result<(), Box<dyn std::error::Error + Send + Sync>> = policy
-        .run(async || {
-            calls += 1;
-            Err("Lock wait timeout exceeded".into())
-        })
-        .await;
+    let (r, calls) = run_counting(&policy, |_| {
+        Err::<(), Box<dyn std::error::Error + Send + Sync>>("Lock wait timeout exceeded".into())
+    })
+    .await;
     assert_eq!(r.unwrap_err().to_string(), "Lock wait timeout exceeded");
     assert_eq!(calls, 2);
 }
@@ -349,17 +326,14 @@ async fn the_give_up_event_and_the_scope_list_every_attempt_with_its_error() {
     let scoped = policy.with_budget(scope.clone());
 
     // Fails twice (two texts), then succeeds: recorded in the scope, no give-up.
-    let mut calls = 0;
-    let r: Result<(), AppError> = scoped
-        .run(async || {
-            calls += 1;
-            if calls < 3 {
-                Err(AppError::Deadlock)
-            } else {
-                Ok(())
-            }
-        })
-        .await;
+    let (r, _) = run_counting(&scoped, |n| {
+        if n < 3 {
+            Err(AppError::Deadlock)
+        } else {
+            Ok(())
+        }
+    })
+    .await;
     assert!(r.is_ok());
     // The budget is spent: the next loop's first attempt fails and gives up.
     let r: Result<(), AppError> = scoped.run(async || Err(AppError::Deadlock)).await;
@@ -379,13 +353,10 @@ async fn the_give_up_event_and_the_scope_list_every_attempt_with_its_error() {
 
     // A loop that gives up on its own lists its three, each with its error's text.
     seen.lock().unwrap().clear();
-    let mut n = 0;
-    let r: Result<(), std::io::Error> = policy
-        .run(async || {
-            n += 1;
-            Err(std::io::Error::other(format!("deadlock detected ({n})")))
-        })
-        .await;
+    let (r, _) = run_counting(&policy, |n| {
+        Err::<(), _>(std::io::Error::other(format!("deadlock detected ({n})")))
+    })
+    .await;
     assert!(r.is_err());
     let texts: Vec<Vec<String>> = (seen.lock().unwrap().iter())
         .map(|attempts| attempts.iter().map(|a| a.error.clone()).collect())

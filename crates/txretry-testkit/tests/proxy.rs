@@ -7,7 +7,9 @@
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    use sqlx::{AssertSqlSafe, Connection, PgConnection};
+    use sqlx::postgres::PgArguments;
+    use sqlx::query::Query;
+    use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Transaction};
     use tokio_postgres::error::SqlState;
     use tokio_postgres::{Client, NoTls};
     use txretry_testkit::{CommitFaultProxy, postgres_url, unique_name};
@@ -22,15 +24,35 @@ mod postgres {
         client
     }
 
-    /// A fresh table `(id int)` over a direct connection, which is returned to check with.
-    async fn table(url: &str, prefix: &str) -> (Client, String) {
-        let direct = connect(url).await;
+    /// A fresh table `(id int)` over a direct connection, which is returned to check with,
+    /// and a proxy in front of the server; `None` when the test must skip.
+    async fn start(test: &str, prefix: &str) -> Option<(Client, String, CommitFaultProxy)> {
+        let url = postgres_url(test)?;
+        let direct = connect(&url).await;
         let name = unique_name(prefix);
         direct
             .batch_execute(&format!("CREATE TABLE {name} (id int NOT NULL)"))
             .await
             .expect("create table");
-        (direct, name)
+        let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
+        Some((direct, name, proxy))
+    }
+
+    async fn drop_table(direct: &Client, table: &str) {
+        direct
+            .batch_execute(&format!("DROP TABLE {table}"))
+            .await
+            .expect("drop table");
+    }
+
+    /// A sqlx transaction on `conn` that has run `insert`, for the caller to commit.
+    async fn sqlx_inserted<'c>(
+        conn: &'c mut PgConnection,
+        insert: Query<'_, Postgres, PgArguments>,
+    ) -> Transaction<'c, Postgres> {
+        let mut tx = conn.begin().await.expect("BEGIN");
+        insert.execute(&mut *tx).await.expect("INSERT");
+        tx
     }
 
     async fn rows_with(direct: &Client, table: &str, id: i32) -> i64 {
@@ -57,12 +79,14 @@ mod postgres {
 
     #[tokio::test]
     async fn tokio_postgres_commit_lands_but_the_client_sees_08p01() {
-        let Some(url) = postgres_url("tokio_postgres_commit_lands_but_the_client_sees_08p01")
+        let Some((direct, table, proxy)) = start(
+            "tokio_postgres_commit_lands_but_the_client_sees_08p01",
+            "proxy_tp",
+        )
+        .await
         else {
             return;
         };
-        let (direct, table) = table(&url, "proxy_tp").await;
-        let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
 
         // Every way tokio-postgres can send a COMMIT: simple Query alone or after another
         // statement, Transaction::commit, and the extended protocol (prepare + execute).
@@ -102,45 +126,45 @@ mod postgres {
             );
         }
         assert_eq!(proxy.commits_seen(), ways.len());
-        direct
-            .batch_execute(&format!("DROP TABLE {table}"))
-            .await
-            .expect("drop table");
+        drop_table(&direct, &table).await;
     }
 
     #[tokio::test]
     async fn sqlx_postgres_commit_lands_but_the_client_sees_08p01() {
-        let Some(url) = postgres_url("sqlx_postgres_commit_lands_but_the_client_sees_08p01") else {
+        let Some((direct, table, proxy)) = start(
+            "sqlx_postgres_commit_lands_but_the_client_sees_08p01",
+            "proxy_sqlx_pg",
+        )
+        .await
+        else {
             return;
         };
-        let (direct, table) = table(&url, "proxy_sqlx_pg").await;
-        let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
 
         let mut conn = PgConnection::connect(proxy.url()).await.expect("connect");
         proxy.arm_commit_faults(1);
-        let mut tx = conn.begin().await.expect("BEGIN");
-        sqlx::query(AssertSqlSafe(format!("INSERT INTO {table} VALUES (1)")))
-            .execute(&mut *tx)
+        let insert = sqlx::query(AssertSqlSafe(format!("INSERT INTO {table} VALUES (1)")));
+        let err = sqlx_inserted(&mut conn, insert)
             .await
-            .expect("INSERT");
-        let err = tx.commit().await.expect_err("the proxy fails the commit");
+            .commit()
+            .await
+            .expect_err("the proxy fails the commit");
         let db = err.as_database_error().expect("a server error");
         assert_eq!(db.code().as_deref(), Some("08P01"), "{err:?}");
         assert_eq!(proxy.faults_injected(), 1);
         assert_eq!(rows_with(&direct, &table, 1).await, 1, "the commit landed");
-        direct
-            .batch_execute(&format!("DROP TABLE {table}"))
-            .await
-            .expect("drop table");
+        drop_table(&direct, &table).await;
     }
 
     #[tokio::test]
     async fn postgres_unarmed_passes_everything_through() {
-        let Some(url) = postgres_url("postgres_unarmed_passes_everything_through") else {
+        let Some((direct, table, proxy)) = start(
+            "postgres_unarmed_passes_everything_through",
+            "proxy_pg_plain",
+        )
+        .await
+        else {
             return;
         };
-        let (direct, table) = table(&url, "proxy_pg_plain").await;
-        let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
 
         let mut client = connect(proxy.url()).await;
         let tx = client.transaction().await.expect("BEGIN");
@@ -156,13 +180,12 @@ mod postgres {
         assert_eq!(echoed, "through the proxy");
 
         let mut conn = PgConnection::connect(proxy.url()).await.expect("connect");
-        let mut tx = conn.begin().await.expect("BEGIN");
-        sqlx::query(AssertSqlSafe(format!("INSERT INTO {table} VALUES ($1)")))
-            .bind(2i32)
-            .execute(&mut *tx)
+        let insert = sqlx::query(AssertSqlSafe(format!("INSERT INTO {table} VALUES ($1)")));
+        sqlx_inserted(&mut conn, insert.bind(2i32))
             .await
-            .expect("INSERT");
-        tx.commit().await.expect("COMMIT");
+            .commit()
+            .await
+            .expect("COMMIT");
 
         // Armed for one: it is spent on the first COMMIT, the next passes.
         proxy.arm_commit_faults(1);
@@ -170,22 +193,19 @@ mod postgres {
             .batch_execute("BEGIN; COMMIT")
             .await
             .expect_err("the armed fault");
-        let mut tx = conn.begin().await.expect("BEGIN");
-        sqlx::query(AssertSqlSafe(format!("INSERT INTO {table} VALUES (3)")))
-            .execute(&mut *tx)
+        let insert = sqlx::query(AssertSqlSafe(format!("INSERT INTO {table} VALUES (3)")));
+        sqlx_inserted(&mut conn, insert)
             .await
-            .expect("INSERT");
-        tx.commit().await.expect("COMMIT after the fault was spent");
+            .commit()
+            .await
+            .expect("COMMIT after the fault was spent");
 
         assert_eq!(proxy.faults_injected(), 1);
         assert_eq!(proxy.commits_seen(), 4);
         for id in 1..=3 {
             assert_eq!(rows_with(&direct, &table, id).await, 1, "row {id}");
         }
-        direct
-            .batch_execute(&format!("DROP TABLE {table}"))
-            .await
-            .expect("drop table");
+        drop_table(&direct, &table).await;
     }
 
     /// From a test with no runtime of its own: the proxy brings its own.
@@ -209,8 +229,9 @@ mod postgres {
 mod mysql {
     use mysql_async::prelude::*;
     use mysql_async::{Conn, TxOpts};
-    use sqlx::mysql::MySqlDatabaseError;
-    use sqlx::{AssertSqlSafe, Connection, MySqlConnection};
+    use sqlx::mysql::{MySqlArguments, MySqlDatabaseError};
+    use sqlx::query::Query;
+    use sqlx::{AssertSqlSafe, Connection, MySql, MySqlConnection, Transaction};
     use txretry_testkit::{CommitFaultProxy, mysql_url, unique_name};
 
     /// What a MySQL client reports when the link drops mid-query.
@@ -220,8 +241,11 @@ mod mysql {
         Conn::from_url(url).await.expect("connect to mysql")
     }
 
-    async fn table(url: &str, prefix: &str) -> (Conn, String) {
-        let mut direct = connect(url).await;
+    /// A fresh table `(id int)` over a direct connection, which is returned to check with,
+    /// and a proxy in front of the server; `None` when the test must skip.
+    async fn start(test: &str, prefix: &str) -> Option<(Conn, String, CommitFaultProxy)> {
+        let url = mysql_url(test)?;
+        let mut direct = connect(&url).await;
         let name = unique_name(prefix);
         direct
             .query_drop(format!(
@@ -229,24 +253,47 @@ mod mysql {
             ))
             .await
             .expect("create table");
-        (direct, name)
+        let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
+        Some((direct, name, proxy))
     }
 
-    async fn rows_with(direct: &mut Conn, table: &str, id: i32) -> i64 {
+    async fn drop_table(direct: &mut Conn, table: &str) {
         direct
+            .query_drop(format!("DROP TABLE {table}"))
+            .await
+            .expect("drop table");
+    }
+
+    /// A sqlx transaction on `conn` that has run `insert`, for the caller to commit.
+    async fn sqlx_inserted<'c>(
+        conn: &'c mut MySqlConnection,
+        insert: Query<'_, MySql, MySqlArguments>,
+    ) -> Transaction<'c, MySql> {
+        let mut tx = conn.begin().await.expect("BEGIN");
+        insert.execute(&mut *tx).await.expect("INSERT");
+        tx
+    }
+
+    /// Asserts that row `id` is in `table` once: the COMMIT the client saw fail landed.
+    async fn assert_commit_landed(direct: &mut Conn, table: &str, id: i32) {
+        let rows: i64 = direct
             .exec_first(format!("SELECT count(*) FROM {table} WHERE id = ?"), (id,))
             .await
             .expect("count rows")
-            .expect("a row")
+            .expect("a row");
+        assert_eq!(rows, 1, "the commit landed");
     }
 
     #[tokio::test]
     async fn mysql_async_commit_lands_but_the_client_sees_2013() {
-        let Some(url) = mysql_url("mysql_async_commit_lands_but_the_client_sees_2013") else {
+        let Some((mut direct, table, proxy)) = start(
+            "mysql_async_commit_lands_but_the_client_sees_2013",
+            "proxy_ma",
+        )
+        .await
+        else {
             return;
         };
-        let (mut direct, table) = table(&url, "proxy_ma").await;
-        let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
 
         let mut conn = connect(proxy.url()).await;
         proxy.arm_commit_faults(1);
@@ -266,11 +313,7 @@ mod mysql {
             other => panic!("not the proxy's error: {other:?}"),
         }
         assert_eq!(proxy.faults_injected(), 1);
-        assert_eq!(
-            rows_with(&mut direct, &table, 1).await,
-            1,
-            "the commit landed"
-        );
+        assert_commit_landed(&mut direct, &table, 1).await;
 
         // A COMMIT after a result set in one multi-statement query: the proxy must read
         // the whole answer (rows, then the COMMIT's OK) before it answers with the error.
@@ -287,59 +330,48 @@ mod mysql {
             "{err:?}"
         );
         assert_eq!(proxy.faults_injected(), 2);
-        assert_eq!(
-            rows_with(&mut direct, &table, 2).await,
-            1,
-            "the commit landed"
-        );
-        direct
-            .query_drop(format!("DROP TABLE {table}"))
-            .await
-            .expect("drop table");
+        assert_commit_landed(&mut direct, &table, 2).await;
+        drop_table(&mut direct, &table).await;
     }
 
     #[tokio::test]
     async fn sqlx_mysql_commit_lands_but_the_client_sees_2013() {
-        let Some(url) = mysql_url("sqlx_mysql_commit_lands_but_the_client_sees_2013") else {
+        let Some((mut direct, table, proxy)) = start(
+            "sqlx_mysql_commit_lands_but_the_client_sees_2013",
+            "proxy_sqlx_my",
+        )
+        .await
+        else {
             return;
         };
-        let (mut direct, table) = table(&url, "proxy_sqlx_my").await;
-        let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
 
         let mut conn = MySqlConnection::connect(proxy.url())
             .await
             .expect("connect");
         proxy.arm_commit_faults(1);
-        let mut tx = conn.begin().await.expect("BEGIN");
-        sqlx::query(AssertSqlSafe(format!("INSERT INTO {table} VALUES (1)")))
-            .execute(&mut *tx)
+        let insert = sqlx::query(AssertSqlSafe(format!("INSERT INTO {table} VALUES (1)")));
+        let err = sqlx_inserted(&mut conn, insert)
             .await
-            .expect("INSERT");
-        let err = tx.commit().await.expect_err("the proxy fails the commit");
+            .commit()
+            .await
+            .expect_err("the proxy fails the commit");
         let number = err
             .as_database_error()
             .and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>())
             .map(MySqlDatabaseError::number);
         assert_eq!(number, Some(CR_SERVER_LOST), "{err:?}");
         assert_eq!(proxy.faults_injected(), 1);
-        assert_eq!(
-            rows_with(&mut direct, &table, 1).await,
-            1,
-            "the commit landed"
-        );
-        direct
-            .query_drop(format!("DROP TABLE {table}"))
-            .await
-            .expect("drop table");
+        assert_commit_landed(&mut direct, &table, 1).await;
+        drop_table(&mut direct, &table).await;
     }
 
     #[tokio::test]
     async fn mysql_unarmed_passes_everything_through() {
-        let Some(url) = mysql_url("mysql_unarmed_passes_everything_through") else {
+        let Some((mut direct, table, proxy)) =
+            start("mysql_unarmed_passes_everything_through", "proxy_my_plain").await
+        else {
             return;
         };
-        let (mut direct, table) = table(&url, "proxy_my_plain").await;
-        let proxy = CommitFaultProxy::start(&url).expect("start the proxy");
 
         let mut conn = connect(proxy.url()).await;
         let mut tx = conn
@@ -359,13 +391,12 @@ mod mysql {
         let mut sqlx_conn = MySqlConnection::connect(proxy.url())
             .await
             .expect("connect");
-        let mut tx = sqlx_conn.begin().await.expect("BEGIN");
-        sqlx::query(AssertSqlSafe(format!("INSERT INTO {table} VALUES (?)")))
-            .bind(2i32)
-            .execute(&mut *tx)
+        let insert = sqlx::query(AssertSqlSafe(format!("INSERT INTO {table} VALUES (?)")));
+        sqlx_inserted(&mut sqlx_conn, insert.bind(2i32))
             .await
-            .expect("INSERT");
-        tx.commit().await.expect("COMMIT");
+            .commit()
+            .await
+            .expect("COMMIT");
 
         // A multi-row answer before the next command must still be relayed whole.
         let ids: Vec<i32> = conn
@@ -376,9 +407,6 @@ mod mysql {
 
         assert_eq!(proxy.faults_injected(), 0);
         assert_eq!(proxy.commits_seen(), 2);
-        direct
-            .query_drop(format!("DROP TABLE {table}"))
-            .await
-            .expect("drop table");
+        drop_table(&mut direct, &table).await;
     }
 }

@@ -2,7 +2,21 @@
 //! (or a container when Docker answers); skipped with a printed reason otherwise, and a
 //! failure when `TXRETRY_REQUIRE_DB=1`.
 
+use std::process::Output;
+
 use crate::{PRESETS, check_run_shape, json_runs, lab, texts};
+
+/// Runs the lab on `url` with `args` (split at white space) and checks that it exited 0.
+fn lab_ok(url: &str, args: &str) -> Output {
+    let args: Vec<&str> = ["--db", url]
+        .into_iter()
+        .chain(args.split_whitespace())
+        .collect();
+    let output = lab(&args);
+    let (_, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    output
+}
 
 /// The URL with its user info replaced by a user that does not exist and `password`.
 fn with_wrong_login(url: &str, password: &str) -> String {
@@ -44,25 +58,11 @@ fn postgres_hot_rows_under_repeatable_read() {
     let Some(url) = txretry_testkit::postgres_url("lab_postgres_hot_rows") else {
         return;
     };
-    let output = lab(&[
-        "--db",
+    let output = lab_ok(
         &url,
-        "--workload",
-        "hot-rows",
-        "--rows",
-        "4",
-        "--isolation",
-        "repeatable-read",
-        "--workers",
-        "8",
-        "--duration",
-        "1s",
-        "--json",
-        "--policy",
-        "all",
-    ]);
-    let (_, stderr) = texts(&output);
-    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+        "--workload hot-rows --rows 4 --isolation repeatable-read --workers 8 --duration 1s \
+         --json --policy all",
+    );
     let runs = json_runs(&output);
     let names: Vec<&str> = runs
         .iter()
@@ -114,19 +114,7 @@ fn mysql_transfers() {
     let Some(url) = txretry_testkit::mysql_url("lab_mysql_transfer") else {
         return;
     };
-    let output = lab(&[
-        "--db",
-        &url,
-        "--workers",
-        "8",
-        "--duration",
-        "1s",
-        "--json",
-        "--policy",
-        "all",
-    ]);
-    let (_, stderr) = texts(&output);
-    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let output = lab_ok(&url, "--workers 8 --duration 1s --json --policy all");
     let runs = json_runs(&output);
     assert_eq!(runs.len(), PRESETS.len());
     for run in &runs {
@@ -141,23 +129,11 @@ fn mysql_hot_rows_with_an_isolation_level() {
     let Some(url) = txretry_testkit::mysql_url("lab_mysql_hot_rows") else {
         return;
     };
-    let output = lab(&[
-        "--db",
+    let output = lab_ok(
         &url,
-        "--workload",
-        "hot-rows",
-        "--isolation",
-        "serializable",
-        "--workers",
-        "4",
-        "--duration",
-        "500ms",
-        "--json",
-        "--policy",
-        "contention",
-    ]);
-    let (_, stderr) = texts(&output);
-    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+        "--workload hot-rows --isolation serializable --workers 4 --duration 500ms --json \
+         --policy contention",
+    );
     let runs = json_runs(&output);
     check_run_shape(&runs[0], 4);
     assert_eq!(runs[0]["invariant_ok"], true, "{}", runs[0]);
@@ -187,37 +163,33 @@ fn wrong_login_helper_replaces_user_info() {
     );
 }
 
-/// Postgres' `max_connections`, asked by the test itself.
-fn postgres_max_connections(url: &str) -> u64 {
+/// The server's `max_connections` (Postgres' or MariaDB's), asked by the test itself.
+fn max_connections(url: &str) -> u64 {
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    let text: String = runtime.block_on(async {
-        let pool = sqlx::PgPool::connect(url).await.expect("the test connects");
-        sqlx::query_scalar("SHOW max_connections")
-            .fetch_one(&pool)
-            .await
-            .expect("the server answers")
-    });
-    text.parse().expect("a number")
-}
-
-/// MariaDB's `max_connections`, asked by the test itself.
-fn mysql_max_connections(url: &str) -> u64 {
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    let text: String = runtime.block_on(async {
-        let pool = sqlx::MySqlPool::connect(url)
-            .await
-            .expect("the test connects");
-        sqlx::query_scalar("SELECT CAST(@@max_connections AS CHAR)")
-            .fetch_one(&pool)
-            .await
-            .expect("the server answers")
-    });
+    let text: String = runtime
+        .block_on(async {
+            if url.starts_with("postgres") {
+                let pool = sqlx::PgPool::connect(url).await.expect("the test connects");
+                sqlx::query_scalar("SHOW max_connections")
+                    .fetch_one(&pool)
+                    .await
+            } else {
+                let pool = sqlx::MySqlPool::connect(url)
+                    .await
+                    .expect("the test connects");
+                sqlx::query_scalar("SELECT CAST(@@max_connections AS CHAR)")
+                    .fetch_one(&pool)
+                    .await
+            }
+        })
+        .expect("the server answers");
     text.parse().expect("a number")
 }
 
 /// More workers than the server accepts connections: refused before anything runs (it
 /// used to wait out the 30 s acquire timeout and count "connection" failures).
-fn assert_too_many_workers_refused(url: &str, max_connections: u64) {
+fn assert_too_many_workers_refused(url: &str) {
+    let max_connections = max_connections(url);
     let workers = max_connections + 1;
     assert!(
         workers <= 1024,
@@ -243,8 +215,7 @@ fn postgres_more_workers_than_connections_is_refused() {
     let Some(url) = txretry_testkit::postgres_url("lab_postgres_max_connections") else {
         return;
     };
-    let max = postgres_max_connections(&url);
-    assert_too_many_workers_refused(&url, max);
+    assert_too_many_workers_refused(&url);
 }
 
 #[test]
@@ -252,8 +223,7 @@ fn mysql_more_workers_than_connections_is_refused() {
     let Some(url) = txretry_testkit::mysql_url("lab_mysql_max_connections") else {
         return;
     };
-    let max = mysql_max_connections(&url);
-    assert_too_many_workers_refused(&url, max);
+    assert_too_many_workers_refused(&url);
 }
 
 #[test]
@@ -261,17 +231,7 @@ fn postgres_names_its_default_isolation() {
     let Some(url) = txretry_testkit::postgres_url("lab_postgres_default_isolation") else {
         return;
     };
-    let output = lab(&[
-        "--db",
-        &url,
-        "--duration",
-        "300ms",
-        "--json",
-        "--policy",
-        "contention",
-    ]);
-    let (_, stderr) = texts(&output);
-    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let output = lab_ok(&url, "--duration 300ms --json --policy contention");
     let run = &json_runs(&output)[0];
     check_run_shape(run, 4);
     let isolation = run["isolation"].as_str().unwrap_or_default();
@@ -290,20 +250,11 @@ fn postgres_p50_near_deadlock_timeout_is_explained() {
     let Some(url) = txretry_testkit::postgres_url("lab_postgres_deadlock_timeout_hint") else {
         return;
     };
-    let output = lab(&[
-        "--db",
+    let output = lab_ok(
         &url,
-        "--workload",
-        "transfer",
-        "--workers",
-        "16",
-        "--policy",
-        "default",
-        "--duration",
-        "3s",
-    ]);
-    let (stdout, stderr) = texts(&output);
-    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+        "--workload transfer --workers 16 --policy default --duration 3s",
+    );
+    let (stdout, _) = texts(&output);
     let hint = stdout
         .lines()
         .find(|line| line.contains("deadlock_timeout"))
