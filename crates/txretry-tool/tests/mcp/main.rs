@@ -5,9 +5,10 @@
 //! callers of [`ToolboxServer::from_headers`](txretry_tool::mcp::ToolboxServer::from_headers));
 //! and rig's `ToolSet` calling the tools directly.
 //!
-//! The tools are a small shop (`get_order`, `cancel_order`, `transfer`, see `common.rs`) on an
-//! SQLite file in a temp directory. The retries are real: another connection holds SQLite's
-//! write lock, so the tools' transactions fail with SQLITE_BUSY until it lets go.
+//! The tools are a small shop (`get_order`, `cancel_order`, `transfer`, see
+//! `common/shop.rs`) on an SQLite file in a temp directory. The retries are real: another
+//! connection holds SQLite's write lock, so the tools' transactions fail with SQLITE_BUSY
+//! until it lets go.
 
 // MCP logging is deprecated by SEP-2577 (2026-07-28); the retry warnings use it.
 #![allow(deprecated)]
