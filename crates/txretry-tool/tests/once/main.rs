@@ -3,8 +3,9 @@
 //! through txretry-testkit (TXRETRY_POSTGRES_URL, TXRETRY_MYSQL_URL; skipped without a
 //! server unless TXRETRY_REQUIRE_DB=1).
 //!
-//! - `scenarios.rs`: every scenario, written once, generic over `driver.rs`'s
-//!   `OnceDriver`; `terminated.rs`: a backend terminated during COMMIT (Postgres pairs);
+//! - `scenarios/`: every scenario, written once, generic over `driver.rs`'s `OnceDriver`,
+//!   a file per group (duplicates, failures, records, crashes); `terminated.rs`: a backend
+//!   terminated during COMMIT (Postgres pairs);
 //! - `drivers/`: one `OnceDriver` per driver, each expanding the matrix for its databases:
 //!   sqlx × {Postgres, MariaDB, SQLite}, tokio-postgres × Postgres (feature
 //!   `tokio-postgres`), mysql_async × MariaDB (`mysql_async`), rusqlite × SQLite

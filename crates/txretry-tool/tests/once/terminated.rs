@@ -11,7 +11,7 @@
 //! runs the work again: one effect, one record.
 //!
 //! MariaDB has no deferred trigger to hold a COMMIT on the server; its lost COMMIT answer
-//! is the commit-fault proxy's (`scenarios.rs`), and SQLite has no server.
+//! is the commit-fault proxy's (`scenarios/crashes.rs`), and SQLite has no server.
 
 use txretry_core::{Phase, Verdict};
 use txretry_testkit::held_commit::HeldCommit;

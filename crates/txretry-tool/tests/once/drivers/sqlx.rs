@@ -190,7 +190,7 @@ mod mysql {
 }
 
 /// No network between client and database: `commit_fault_scenarios!` is replaced by the
-/// process-dying scenarios every pair runs (see `scenarios.rs`).
+/// process-dying scenarios every pair runs (see `scenarios/crashes.rs`).
 mod sqlite {
     crate::scenarios::once_scenarios!(super::Sqlx<sqlx::Sqlite>);
 }
