@@ -19,6 +19,35 @@ use sqlx::postgres::PgDatabaseError;
 #[cfg(feature = "sqlite")]
 use sqlx_sqlite::SqliteError;
 
+/// Returns the code of `$error` when it is one of the database error types of the enabled
+/// features, downcast with `$downcast`: `downcast_ref` on a `dyn Error` (a link of a
+/// `source()` chain), `try_downcast_ref` on a `dyn DatabaseError` (inside
+/// `sqlx::Error::Database`). One table for both, so a new type is added once.
+macro_rules! code_by_type {
+    ($error:expr, $downcast:ident) => {
+        #[cfg(feature = "postgres")]
+        if let Some(error) = $error.$downcast::<PgDatabaseError>() {
+            return postgres_code(error);
+        }
+        #[cfg(feature = "mysql")]
+        if let Some(error) = $error.$downcast::<MySqlDatabaseError>() {
+            return Some(mysql_code(error));
+        }
+        #[cfg(feature = "mysql")]
+        if let Some(error) = $error.$downcast::<LockNotGranted>() {
+            return Some(Code::MySql(error.number()));
+        }
+        #[cfg(feature = "postgres")]
+        if $error.$downcast::<crate::NotPrimary>().is_some() {
+            return Some(Code::SqlState(READ_ONLY_SQL_TRANSACTION));
+        }
+        #[cfg(feature = "sqlite")]
+        if let Some(error) = $error.$downcast::<SqliteError>() {
+            return sqlite_code(error);
+        }
+    };
+}
+
 /// The typed code of one error value, if it is one of sqlx's: [`sqlx::Error`], the
 /// `Box<dyn DatabaseError>` that `sqlx::Error::Database` exposes as its `source()`, or a
 /// database error type of an enabled feature (`PgDatabaseError`, `MySqlDatabaseError`,
@@ -43,26 +72,7 @@ pub fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
     if let Some(error) = error.downcast_ref::<Box<dyn DatabaseError>>() {
         return database_error_code(&**error);
     }
-    #[cfg(feature = "postgres")]
-    if let Some(error) = error.downcast_ref::<PgDatabaseError>() {
-        return postgres_code(error);
-    }
-    #[cfg(feature = "mysql")]
-    if let Some(error) = error.downcast_ref::<MySqlDatabaseError>() {
-        return Some(mysql_code(error));
-    }
-    #[cfg(feature = "mysql")]
-    if let Some(error) = error.downcast_ref::<LockNotGranted>() {
-        return Some(Code::MySql(error.number()));
-    }
-    #[cfg(feature = "postgres")]
-    if error.downcast_ref::<crate::NotPrimary>().is_some() {
-        return Some(Code::SqlState(READ_ONLY_SQL_TRANSACTION));
-    }
-    #[cfg(feature = "sqlite")]
-    if let Some(error) = error.downcast_ref::<SqliteError>() {
-        return sqlite_code(error);
-    }
+    code_by_type!(error, downcast_ref);
     None
 }
 
@@ -120,26 +130,7 @@ pub fn error_code(error: &sqlx::Error) -> Option<Code> {
 /// The typed code of a database error, for the database types of the enabled features
 /// (see [`error_code`]); `None` for any other `DatabaseError` implementation.
 pub fn database_error_code(error: &dyn DatabaseError) -> Option<Code> {
-    #[cfg(feature = "postgres")]
-    if let Some(error) = error.try_downcast_ref::<PgDatabaseError>() {
-        return postgres_code(error);
-    }
-    #[cfg(feature = "mysql")]
-    if let Some(error) = error.try_downcast_ref::<MySqlDatabaseError>() {
-        return Some(mysql_code(error));
-    }
-    #[cfg(feature = "mysql")]
-    if let Some(error) = error.try_downcast_ref::<LockNotGranted>() {
-        return Some(Code::MySql(error.number()));
-    }
-    #[cfg(feature = "postgres")]
-    if error.try_downcast_ref::<crate::NotPrimary>().is_some() {
-        return Some(Code::SqlState(READ_ONLY_SQL_TRANSACTION));
-    }
-    #[cfg(feature = "sqlite")]
-    if let Some(error) = error.try_downcast_ref::<SqliteError>() {
-        return sqlite_code(error);
-    }
+    code_by_type!(error, try_downcast_ref);
     let _ = error;
     None
 }
