@@ -11,6 +11,8 @@ use super::{BackoffKind, JitterConfig, PolicyConfig, duration, kinds};
 /// own policy, else the toolbox's), plus `idempotent`, `restart_safe` and `timeout` (a
 /// duration per attempt). A section with only the last three keys keeps the policy the
 /// tool already had, and its level (`"toolbox"` stays `"toolbox"`).
+// The policy keys are repeated rather than a `#[serde(flatten)]` `PolicyConfig`: serde
+// cannot deny unknown fields through a flatten, and a misspelt key must be an error.
 #[non_exhaustive]
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
