@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Summarises `txretry-lab --fault … --json` runs (BENCHMARKS.md, "Postgres failover").
+"""Summarises `txretry-bench run --fault … --json` runs (BENCHMARKS.md, "Postgres failover").
 
-Each argument is NAME=FILE: a JSON array the lab printed. For every run (a policy) in it,
+Each argument is NAME=FILE: a JSON array such a run printed. For every run (a policy) in it,
 one Markdown row: the faults, the write outage the application saw (fault -> first commit
 on the new primary), the cluster's own promotion time (fault -> the script's probe write
 through the proxy took the new leader), what the application added (their difference, per

@@ -18,6 +18,7 @@
 mod args;
 mod cell;
 mod estimate;
+mod faults;
 mod pgbench;
 mod plot;
 mod processes;

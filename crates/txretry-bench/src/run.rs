@@ -1,7 +1,9 @@
 //! `txretry-bench run`: the lab's run (its flags, report, JSON and exit codes) in several
 //! processes at once against one set of tables, as several instances of a service would
-//! run them (`--processes N`, see `processes/`). A comma-separated list of server URLs in
-//! `--db` puts process `i` on server `i` mod their number (a Galera cluster's nodes).
+//! run them (`--processes N`, see `processes/`), or in this process with faults injected
+//! into a Postgres HA cluster (`--fault`, see `faults/`). A comma-separated list of server
+//! URLs in `--db` puts process `i` on server `i` mod their number (a Galera cluster's
+//! nodes).
 
 use std::process::ExitCode;
 
@@ -11,6 +13,7 @@ use clap::{Args, CommandFactory};
 use txretry_lab::cli::{RunArgs, parse_count};
 use txretry_lab::{EXIT_NOT_RUN, checked_target, clap_exit, exit_code, lab, runtime};
 
+use crate::faults::{self, FaultFlags, FaultPlan, Faulted};
 use crate::processes::{self, Processes};
 
 /// Largest `--processes`.
@@ -23,7 +26,10 @@ of tables, each with --workers workers and its own pool; this process creates th
 checks the invariant once against every child's commits and drops the tables. A child that
 cannot start or fails makes the whole run exit 2. Ctrl-C stops every child (twice: kills
 them); the tables are dropped either way. SQLite files are shared too (one writer at a
-time: admission across processes adds nothing there). Exit codes as txretry-lab's.";
+time: admission across processes adds nothing there). Exit codes as txretry-lab's.
+
+--fault instead runs each policy in this process while docker/ha/cluster switches or fails
+the leader over every --fault-every, and adds each fault's timeline to the report.";
 
 /// The lab's run in several processes at once, against one set of tables.
 #[derive(Debug, Args)]
@@ -33,10 +39,14 @@ pub struct RunCommand {
     #[command(flatten)]
     pub run: RunArgs,
 
+    /// Faults to inject into a Postgres HA cluster.
+    #[command(flatten)]
+    pub faults: FaultFlags,
+
     /// Processes that run the workload at once against one set of tables, each with
     /// `--workers` workers (its own pool); one aggregated report and one invariant check.
     #[arg(long, value_name = "N", value_parser = parse_processes, allow_negative_numbers = true,
-          required_unless_present = "child_tables")]
+          required_unless_present_any = ["child_tables", "fault"], conflicts_with = "fault")]
     pub processes: Option<usize>,
 
     /// Internal: run as child process of a `--processes` run on the existing tables with
@@ -84,17 +94,33 @@ pub fn main(command: &RunCommand) -> ExitCode {
         Ok(target) => target,
         Err((kind, message)) => return usage(kind, message),
     };
+    let cluster_env = std::env::var_os(faults::CLUSTER_ENV).map(std::path::PathBuf::from);
+    let plan = match FaultPlan::from_flags(&command.faults, &command.run, &target, cluster_env) {
+        Ok(plan) => plan,
+        Err(message) => return usage(ErrorKind::ArgumentConflict, message),
+    };
     let Some(runtime) = runtime() else {
         return ExitCode::from(EXIT_NOT_RUN);
     };
-    let place = Processes {
-        args: &command.run,
-        processes: command.processes.unwrap_or(1),
+    let result = match plan {
+        Some(plan) => {
+            eprintln!(
+                "faults: {} every {} through {} (the first after one interval)",
+                plan.kind.as_str(),
+                txretry_lab::duration::format_duration(plan.every),
+                plan.cluster.display()
+            );
+            runtime.block_on(lab::main(&command.run, &target, &Faulted { plan }))
+        }
+        None => {
+            let place = Processes {
+                args: &command.run,
+                processes: command.processes.unwrap_or(1),
+            };
+            runtime.block_on(lab::main(&command.run, &target, &place))
+        }
     };
-    exit_code(
-        runtime.block_on(lab::main(&command.run, &target, None, &place)),
-        &target,
-    )
+    exit_code(result, &target)
 }
 
 /// A child of a `--processes` run (see `processes/`): exit 0 once its report is out, 2
@@ -136,6 +162,9 @@ mod tests {
             ],
             &["--child-tables", "txlab_"],
             &[],
+            // A fault run is one process (its timelines line up one run's events).
+            &["--processes", "2", "--fault", "switchover"],
+            &["--fault", "reboot"],
         ] {
             let err = parse(args).expect_err(&format!("{args:?} must be refused"));
             assert_eq!(err.exit_code(), 2, "{args:?}");
@@ -149,5 +178,14 @@ mod tests {
         assert_eq!(run.processes, Some(4));
         assert_eq!(run.run.workers, 8);
         assert_eq!(run.child_tables, None);
+        assert_eq!(run.faults.fault, None);
+        let Command::Run(run) = parse(&["--fault", "failover", "--fault-every", "3s"])
+            .expect("a fault run needs no --processes")
+            .command
+        else {
+            panic!("a run")
+        };
+        assert_eq!(run.faults.fault, Some(crate::faults::FaultArg::Failover));
+        assert_eq!(run.processes, None);
     }
 }

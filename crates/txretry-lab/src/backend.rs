@@ -18,10 +18,6 @@ use sqlx::{ConnectOptions, Connection, Pool};
 pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a worker waits for a pooled connection before its transaction fails.
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a worker waits for a pooled connection in a `--fault` run: short, so that a
-/// connect refused during a failover comes back to the runner (whose failover budget does
-/// the waiting, with short waits) instead of sqlx's own growing backoff.
-pub const HA_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the first connection may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -126,13 +122,8 @@ pub async fn postgres(url: &str, workers: usize) -> Result<Pool<Postgres>, sqlx:
     postgres_acquiring(url, workers, ACQUIRE_TIMEOUT).await
 }
 
-/// A Postgres pool for `url` in a `--fault` run: acquiring waits at most
-/// [`HA_ACQUIRE_TIMEOUT`].
-pub async fn postgres_ha(url: &str, workers: usize) -> Result<Pool<Postgres>, sqlx::Error> {
-    postgres_acquiring(url, workers, HA_ACQUIRE_TIMEOUT).await
-}
-
-async fn postgres_acquiring(
+/// A Postgres pool for `url` whose workers wait at most `acquire` for a connection.
+pub async fn postgres_acquiring(
     url: &str,
     workers: usize,
     acquire: Duration,

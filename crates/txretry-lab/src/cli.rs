@@ -24,7 +24,8 @@ Exit codes:
        few milliseconds apart count as one, and a second, separate Ctrl-C quits
        without a report, after dropping the lab's tables and temp files)
 
-Several processes at once on one set of tables: txretry-bench run --processes N.
+Several processes at once on one set of tables, and faults injected into a Postgres HA
+cluster: txretry-bench run.
 
 Passwords in --db URLs are never printed: user:pass@ shows as user:***@.";
 
@@ -36,23 +37,6 @@ pub struct Cli {
     /// What to run, and where.
     #[command(flatten)]
     pub run: RunArgs,
-
-    /// Inject this fault into a Postgres HA cluster (`docker/ha/cluster`) during each run,
-    /// every `--fault-every`; `--db` is the cluster's proxy URL and `--workload history`
-    /// counts lost and doubled commits. The report adds a timeline per fault.
-    #[arg(long, value_enum, value_name = "KIND")]
-    pub fault: Option<FaultArg>,
-
-    /// With `--fault`: the first fault after this long, each next one this long after the
-    /// previous fault's command returned (the old leader rejoined) [default: 10s].
-    #[arg(long, value_name = "TIME", value_parser = parse_duration, allow_hyphen_values = true)]
-    pub fault_every: Option<Duration>,
-
-    /// With `--fault`: the cluster script [default: $TXRETRY_HA_CLUSTER, else
-    /// docker/ha/cluster in the current directory]. It gets the lab's environment, so
-    /// TXRETRY_HA_STATE and the TXRETRY_HA_*_PORT settings reach it.
-    #[arg(long, value_name = "PATH")]
-    pub cluster: Option<std::path::PathBuf>,
 }
 
 /// The flags of a run, shared by `txretry-lab` and `txretry-bench run`: the database, the
@@ -233,26 +217,6 @@ pub enum PolicyArg {
     All,
 }
 
-/// `--fault` values: what `docker/ha/cluster` does to the leader.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum FaultArg {
-    /// A planned switchover (`cluster switchover`): Patroni hands the leader role over.
-    Switchover,
-    /// A crash of the leader's node (`cluster failover`: kill -9 of its Patroni and
-    /// PostgreSQL); a replica is promoted once the leader key expires.
-    Failover,
-}
-
-impl FaultArg {
-    /// The flag's value, which is also the script's subcommand.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FaultArg::Switchover => "switchover",
-            FaultArg::Failover => "failover",
-        }
-    }
-}
-
 /// A worker count from 1 to [`MAX_WORKERS`] (`--workers`, and each of `txretry-bench sweep --workers`).
 pub fn parse_workers(text: &str) -> Result<usize, String> {
     parse_count(text, MAX_WORKERS)
@@ -294,9 +258,7 @@ mod tests {
 
     #[test]
     fn no_arguments_is_the_first_run_demo() {
-        let all = parse(&[]).expect("parses");
-        assert_eq!(all.fault, None);
-        let cli = all.run;
+        let cli = parse(&[]).expect("parses").run;
         assert_eq!(cli.db, "sqlite");
         assert_eq!(cli.workload, Workload::Transfer);
         // Every preset side by side, on SQLite writers that collide, in a few seconds.

@@ -36,7 +36,7 @@ pub fn hints(setup: &Setup, reports: &[RunReport], facts: &Facts) -> Vec<String>
     }
     hints.extend(still_lost(reports));
     if reports.iter().any(|r| {
-        r.faults.is_empty()
+        r.appendix.is_none()
             && r.failed_by_kind
                 .contains_key(TransientKind::Connection.as_str())
     }) {
@@ -46,31 +46,12 @@ pub fn hints(setup: &Setup, reports: &[RunReport], facts: &Facts) -> Vec<String>
             ACQUIRE_TIMEOUT.as_secs()
         ));
     }
-    hints.extend(faults_not_ridden_out(reports));
+    hints.extend(
+        reports
+            .iter()
+            .filter_map(|r| r.appendix.as_ref()?.hint.clone()),
+    );
     hints
-}
-
-/// A `--fault` run whose policy let the outage's failures surface: say which preset
-/// rides them out.
-fn faults_not_ridden_out(reports: &[RunReport]) -> Option<String> {
-    let outage = [TransientKind::Failover, TransientKind::Connection];
-    let surfaced: Vec<&str> = reports
-        .iter()
-        .filter(|r| !r.faults.is_empty())
-        .filter(|r| {
-            outage
-                .iter()
-                .any(|k| r.failed_by_kind.get(k.as_str()).is_some_and(|&n| n > 0))
-        })
-        .map(|r| r.policy)
-        .collect();
-    (!surfaced.is_empty()).then(|| {
-        format!(
-            "hint: {}: failover and connection failures surfaced during the faults: this policy does not retry them;\n      \
-             --policy high-availability rides an outage out (up to 60s, waits of 50ms doubling to 500ms)",
-            surfaced.join(", ")
-        )
-    })
 }
 
 /// Postgres detects a deadlock only after `deadlock_timeout`: transfers that lock two
@@ -200,7 +181,9 @@ mod tests {
                 },
                 interrupted: false,
                 committed_by_process: Vec::new(),
-                faults: Vec::new(),
+                started: std::time::SystemTime::now(),
+                failures: Vec::new(),
+                appendix: None,
             },
         )
     }

@@ -49,7 +49,9 @@ mod tests {
             invariant,
             interrupted: false,
             committed_by_process: Vec::new(),
-            faults: Vec::new(),
+            started: std::time::SystemTime::now(),
+            failures: Vec::new(),
+            appendix: None,
         }
     }
 
@@ -102,40 +104,35 @@ mod tests {
     }
 
     #[test]
-    fn a_fault_run_carries_its_history_and_timelines() {
-        use crate::timeline::FaultTimeline;
+    fn an_appendix_joins_the_json_and_the_text_scrubbed_and_history_counts() {
+        use crate::report::{Appendix, appendix_text};
         use crate::workload::check_history;
         let mut result = result(
             RetryCounter::default(),
             check_history(&[1, 2], &[1, 2], &[], 5452),
         );
-        result.faults = vec![FaultTimeline {
-            kind: "switchover",
-            from: Some("pg1".into()),
-            to: Some("pg2".into()),
-            old_port: Some(5451),
-            first_failure_ms: Some(200),
-            first_commit_on_new_primary_ms: Some(2_700),
-            new_primary_port: Some(5452),
-            cluster_writable_ms: Some(2_500),
-            extra_ms: Some(200),
-            ..FaultTimeline::default()
-        }];
-        let report = RunReport::new(&setup(), result);
+        let mut json = serde_json::Map::new();
+        json.insert(
+            "faults".into(),
+            serde_json::json!([{ "extra_ms": 200, "error": "no route to u:hunter2@h" }]),
+        );
+        result.appendix = Some(Appendix {
+            json,
+            text: "  #1 switchover as u:hunter2@h saw it\n".into(),
+            hint: None,
+            in_flight: "a fault",
+        });
+        let target = crate::target::Target::parse("postgres://u:hunter2@h/db").expect("a URL");
+        let report = RunReport::new(&setup(), result).scrubbed(&target);
         let value: serde_json::Value =
             serde_json::from_str(&render(std::slice::from_ref(&report))).expect("valid JSON");
         assert_eq!(value[0]["history"]["lost"], 0);
         assert_eq!(value[0]["faults"][0]["extra_ms"], 200);
-        let text = crate::report::faults(&report);
-        for says in [
-            "#1 switchover pg1 -> pg2",
-            "first commit on the new primary (port 5452) +2700 ms",
-            "vs cluster 2500 ms (app adds +200 ms)",
-            "lost 0, doubled 0",
-        ] {
-            assert!(text.contains(says), "{says:?} in:\n{text}");
-        }
-        // A run without faults prints no timeline, and its JSON has neither key.
+        let rendered = render(std::slice::from_ref(&report));
+        assert!(!rendered.contains("hunter2"), "{rendered}");
+        assert!(appendix_text(&report).contains("#1 switchover"));
+        assert!(!appendix_text(&report).contains("hunter2"));
+        // A run with nothing beside it appends nothing, and its JSON has neither key.
         let plain = RunReport::new(
             &setup(),
             super::tests::result(
@@ -147,7 +144,7 @@ mod tests {
                 },
             ),
         );
-        assert_eq!(crate::report::faults(&plain), "");
+        assert_eq!(appendix_text(&plain), "");
         let value: serde_json::Value = serde_json::from_str(&render(&[plain])).expect("valid JSON");
         assert!(value[0].get("history").is_none() && value[0].get("faults").is_none());
     }

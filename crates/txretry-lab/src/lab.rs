@@ -12,7 +12,6 @@ use tokio::sync::watch;
 use crate::backend::{self, LabDb};
 use crate::cli::RunArgs;
 use crate::error::describe;
-use crate::fault::FaultPlan;
 use crate::hints;
 use crate::json;
 use crate::presets::Preset;
@@ -42,6 +41,12 @@ pub trait Place {
 
     /// The connections this process's pool opens, for `workers` workers.
     fn pool_size(&self, workers: usize) -> usize;
+
+    /// How long a worker waits for a pooled connection (Postgres) before its transaction
+    /// fails with a connection error.
+    fn acquire_timeout(&self) -> std::time::Duration {
+        crate::backend::ACQUIRE_TIMEOUT
+    }
 
     /// The connections the server must take in all for `workers` workers each, and the
     /// flags that ask for them (for the message when it cannot).
@@ -126,11 +131,10 @@ pub fn temp_sqlite_file() -> Result<(tempfile::TempDir, std::path::PathBuf), Fat
 }
 
 /// Runs the lab and returns every run's report: each selected preset on fresh tables, in
-/// `place`; `faults` (checked by [`FaultPlan::from_flags`]) are injected during each run.
+/// `place`.
 pub async fn main<P: Place>(
     args: &RunArgs,
     target: &Target,
-    faults: Option<FaultPlan>,
     place: &P,
 ) -> Result<Vec<RunReport>, Fatal> {
     let rows = args.rows.unwrap_or_else(|| args.workload.default_rows());
@@ -155,22 +159,11 @@ pub async fn main<P: Place>(
         processes,
         duration: args.duration,
     };
-    let spec = RunSpec {
-        faults: faults.clone(),
-        ..RunSpec::of(args, target, rows)
-    };
+    let spec = RunSpec::of(args, target, rows);
     let presets = Preset::selected_list(&args.policy);
     let connect_error = |e: sqlx::Error| {
         Fatal(target.scrub(&format!("could not connect to {target}: {}", describe(&e))))
     };
-    if let Some(plan) = &faults {
-        eprintln!(
-            "faults: {} every {} through {} (the first after one interval)",
-            plan.kind.as_str(),
-            crate::duration::format_duration(plan.every),
-            plan.cluster.display()
-        );
-    }
     if processes > 1
         && let Target::Sqlite(url) = target
         && (url.contains(":memory:") || url.contains("mode=memory"))
@@ -217,12 +210,9 @@ pub async fn main<P: Place>(
         }
         Target::Postgres(url) => {
             let url = first_server.unwrap_or(url);
-            let pool = if faults.is_some() {
-                backend::postgres_ha(url, pool_size).await
-            } else {
-                backend::postgres(url, pool_size).await
-            }
-            .map_err(connect_error)?;
+            let pool = backend::postgres_acquiring(url, pool_size, place.acquire_timeout())
+                .await
+                .map_err(connect_error)?;
             let facts = server::postgres(&pool).await;
             enough_connections(&facts, place.connections(args.workers))?;
             run_presets(&pool, place, run(url.to_owned(), facts)).await

@@ -7,7 +7,7 @@ pub mod backend;
 pub mod cli;
 pub mod duration;
 pub mod error;
-pub mod fault;
+pub mod events;
 pub mod grid;
 pub mod hints;
 pub mod json;
@@ -20,7 +20,6 @@ pub mod server;
 pub mod signals;
 pub mod stats;
 pub mod target;
-pub mod timeline;
 pub mod workload;
 
 use std::io::IsTerminal;

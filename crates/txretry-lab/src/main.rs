@@ -30,7 +30,7 @@ use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 
 use txretry_lab::cli::Cli;
-use txretry_lab::{EXIT_NOT_RUN, checked_target, clap_exit, exit_code, fault, lab, runtime};
+use txretry_lab::{EXIT_NOT_RUN, checked_target, clap_exit, exit_code, lab, runtime};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -42,16 +42,11 @@ fn main() -> ExitCode {
         Ok(target) => target,
         Err((kind, message)) => return usage(kind, message),
     };
-    let cluster_env = std::env::var_os(fault::CLUSTER_ENV).map(std::path::PathBuf::from);
-    let faults = match fault::FaultPlan::from_flags(&cli, &target, cluster_env) {
-        Ok(plan) => plan,
-        Err(message) => return usage(ErrorKind::ArgumentConflict, message),
-    };
     let Some(runtime) = runtime() else {
         return ExitCode::from(EXIT_NOT_RUN);
     };
     exit_code(
-        runtime.block_on(lab::main(&cli.run, &target, faults, &lab::InProcess)),
+        runtime.block_on(lab::main(&cli.run, &target, &lab::InProcess)),
         &target,
     )
 }

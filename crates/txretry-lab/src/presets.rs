@@ -41,7 +41,7 @@ pub enum Preset {
     Adaptive,
     /// `RetryPolicy::high_availability()`: the default policy that also rides out a
     /// switchover or failover of up to [`HA_MAX_OUTAGE`] (not in `--policy all`: ask for
-    /// it by name, with `--fault`).
+    /// it by name, e.g. with `txretry-bench run --fault`).
     HighAvailability,
 }
 

@@ -15,13 +15,13 @@ use crate::backend::LabDb;
 use crate::cli::{RunArgs, Workload};
 use crate::error::TxError;
 use crate::error::describe;
-use crate::fault::{self, FaultPlan, Injected};
+use crate::events::{self, Commit, EventLog, Failure};
 use crate::presets::Preset;
 use crate::progress::{Counts, Progress};
+use crate::report::Appendix;
 use crate::signals;
 use crate::stats::{Live, RetryCounter, Tally};
 use crate::target::Target;
-use crate::timeline::{self, Commit, EventLog, Failure, FaultTimeline};
 use crate::workload::{Invariant, MAX_AMOUNT, Schema, Transfer};
 
 /// What a run is asked to do.
@@ -42,13 +42,21 @@ pub struct RunSpec {
     /// The number of this process's first worker among every process's workers (0 in a
     /// single-process run): transfer ids stay unique across processes.
     pub first_worker: u32,
-    /// Faults to inject into an HA cluster during the run (`--fault`).
-    pub faults: Option<FaultPlan>,
+    /// Whether to note every failed attempt with its time ([`RunResult::failures`]), for
+    /// lining the run up with what happened beside it (the bench's `--fault`).
+    pub timed: bool,
+    /// While set, the run goes on past its deadline: something beside it (a fault's
+    /// command, in the bench) has not finished, and the run must see it to its end.
+    pub busy: Option<Arc<AtomicBool>>,
+    /// How often the invariant check is tried before it counts as failed (the pause
+    /// between tries: half a second): after a failover, a pooled connection may still be
+    /// one the old leader dropped.
+    pub check_tries: u32,
 }
 
 impl RunSpec {
     /// The run `args` ask for on `target`, with `rows` rows: the first preset they name,
-    /// in a single process, without faults.
+    /// in a single process, with nothing beside it.
     pub fn of(args: &RunArgs, target: &Target, rows: u32) -> RunSpec {
         let mut options = TxOptions::new().sqlite_begin(args.sqlite_begin.begin());
         if let (false, Some(level)) = (target.is_sqlite(), args.isolation) {
@@ -65,7 +73,9 @@ impl RunSpec {
                 .copied()
                 .unwrap_or(Preset::Default),
             first_worker: 0,
-            faults: None,
+            timed: false,
+            busy: None,
+            check_tries: 1,
         }
     }
 }
@@ -87,8 +97,12 @@ pub struct RunResult {
     pub interrupted: bool,
     /// With several processes: each one's commits, in process order (empty otherwise).
     pub committed_by_process: Vec<u64>,
-    /// With `--fault`: each fault's timeline (empty otherwise).
-    pub faults: Vec<FaultTimeline>,
+    /// When the first transaction started (wall clock).
+    pub started: SystemTime,
+    /// With [`RunSpec::timed`]: every failed attempt, with its time (empty otherwise).
+    pub failures: Vec<Failure>,
+    /// What the place adds to the report (the bench's fault timelines).
+    pub appendix: Option<Appendix>,
 }
 
 /// What the workers of one process did: everything but the invariant check.
@@ -104,15 +118,11 @@ pub struct Measured {
     pub elapsed: Duration,
     /// Whether a stop request cut the run short.
     pub interrupted: bool,
-    /// With `--fault`: the faults injected.
-    pub faults: Vec<Injected>,
-    /// With `--fault`: every failed attempt, with its time.
+    /// With [`RunSpec::timed`]: every failed attempt, with its time.
     pub failures: Vec<Failure>,
 }
 
-/// How often the invariant check is tried after faults (the cluster may still be handing
-/// out connections of the old leader), and the pause between tries.
-const CHECK_TRIES: u32 = 20;
+/// The pause between two tries of the invariant check ([`RunSpec::check_tries`]).
 const CHECK_PAUSE: Duration = Duration::from_millis(500);
 
 /// How long dropping the tables may take when quitting.
@@ -128,16 +138,17 @@ struct Ctx<DB: sqlx::Database> {
     deadline: Instant,
     stop: Arc<AtomicBool>,
     live: Live,
-    /// With `--fault`: where failed calls are noted with their time.
+    /// With [`RunSpec::timed`]: where failed calls are noted with their time.
     log: Option<Arc<EventLog>>,
-    /// Set while a fault's command runs: the run goes on past its deadline until it ends.
-    fault_in_flight: Arc<AtomicBool>,
+    /// [`RunSpec::busy`]: while set, the run goes on past its deadline.
+    busy: Option<Arc<AtomicBool>>,
 }
 
 impl<DB: sqlx::Database> Ctx<DB> {
     fn over(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
-            || (Instant::now() >= self.deadline && !self.fault_in_flight.load(Ordering::SeqCst))
+            || (Instant::now() >= self.deadline
+                && !self.busy.as_ref().is_some_and(|b| b.load(Ordering::SeqCst)))
     }
 }
 
@@ -183,15 +194,17 @@ where
             },
             interrupted: true,
             committed_by_process: Vec::new(),
-            faults: Vec::new(),
+            started: measured.started,
+            failures: measured.failures,
+            appendix: None,
         });
     }
-    // After faults, a pooled connection may be one the old leader dropped: try again.
-    let tries = if measured.faults.is_empty() {
-        1
-    } else {
-        CHECK_TRIES
-    };
+    // What runs beside the run (a fault's command) finishes before the check, so that the
+    // check reads the final primary, even when Ctrl-C stopped the workers early.
+    while spec.busy.as_ref().is_some_and(|b| b.load(Ordering::SeqCst)) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tries = spec.check_tries.max(1);
     let mut invariant = None;
     for attempt in 1..=tries {
         match schema
@@ -224,13 +237,6 @@ where
         }
         tokio::time::sleep(CHECK_PAUSE).await;
     }
-    let started_ms = fault::unix_ms(measured.started);
-    let faults = timeline::timelines(
-        &measured.faults,
-        &measured.tally.commits,
-        &measured.failures,
-        started_ms,
-    );
     Ok(RunResult {
         preset: spec.preset,
         tally: measured.tally,
@@ -239,7 +245,9 @@ where
         invariant,
         interrupted: measured.interrupted,
         committed_by_process: Vec::new(),
-        faults,
+        started: measured.started,
+        failures: measured.failures,
+        appendix: None,
     })
 }
 
@@ -259,7 +267,7 @@ where
     i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
     usize: ColumnIndex<DB::Row>,
 {
-    let log = spec.faults.as_ref().map(|_| Arc::new(EventLog::default()));
+    let log = spec.timed.then(|| Arc::new(EventLog::default()));
     let retries = log
         .clone()
         .map_or_else(RetryCounter::default, RetryCounter::logging);
@@ -268,15 +276,6 @@ where
     let policy = spec.preset.policy(&retries, &admission);
     let started = SystemTime::now();
     let start = Instant::now();
-    let fault_in_flight = Arc::new(AtomicBool::new(false));
-    let injector = spec.faults.clone().map(|plan| {
-        tokio::spawn(fault::inject_until(
-            plan,
-            start + spec.duration,
-            stop.clone(),
-            fault_in_flight.clone(),
-        ))
-    });
     let ctx = Arc::new(Ctx {
         pool: pool.clone(),
         policy,
@@ -287,7 +286,7 @@ where
         stop: stop.clone(),
         live: Live::default(),
         log: log.clone(),
-        fault_in_flight,
+        busy: spec.busy.clone(),
     });
     let progress = Progress::new(label, spec.duration);
     let mut workers = JoinSet::new();
@@ -336,20 +335,12 @@ where
         tally.merge(t);
     }
     tally.attempts = ctx.live.attempts.load(Ordering::Relaxed);
-    // The fault in flight at the deadline finishes (the old leader rejoins) before the
-    // check, so that it reads the final primary. Even a quit waits for it: a script
-    // killed halfway would leave the cluster without its old leader.
-    let faults = match injector {
-        Some(task) => task.await.unwrap_or_default(),
-        None => Vec::new(),
-    };
     Measured {
         tally,
         retries,
         started,
         elapsed,
         interrupted: stop.load(Ordering::Relaxed),
-        faults,
         failures: log.map(|log| log.failures()).unwrap_or_default(),
     }
 }
@@ -422,7 +413,7 @@ where
                 .await;
                 let result = result.map(|port| {
                     tally.commits.push(Commit {
-                        at_ms: fault::now_ms(),
+                        at_ms: events::now_ms(),
                         port,
                     });
                 });

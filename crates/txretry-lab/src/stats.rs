@@ -10,7 +10,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use txretry::{TransientKind, Verdict};
 
-use crate::timeline::{Commit, EventLog};
+use crate::events::{Commit, EventLog};
 
 /// Name used for retries of a failure that had no transient kind (an ambiguous commit,
 /// retried only for a call declared idempotent with `TxOptions::idempotent(true)`; the lab
@@ -23,7 +23,7 @@ pub const AMBIGUOUS: &str = "ambiguous";
 pub struct RetryCounter {
     /// One slot per [`TransientKind::ALL`] entry, then one for [`AMBIGUOUS`].
     slots: Arc<Vec<AtomicU64>>,
-    /// Where each retry is also noted with its time (`--fault` runs, for the timeline).
+    /// Where each retry is also noted with its time ([`RunSpec::timed`](crate::run::RunSpec::timed)).
     log: Option<Arc<EventLog>>,
 }
 

@@ -84,7 +84,9 @@ where
                     invariant,
                     interrupted: all.interrupted,
                     committed_by_process: all.committed_by_process,
-                    faults: Vec::new(),
+                    started: all.started,
+                    failures: Vec::new(),
+                    appendix: None,
                 }))
             }
             Err(why) => Err(Fatal(format!(
@@ -418,7 +420,9 @@ mod tests {
             options: txretry::TxOptions::new(),
             preset: Preset::Database,
             first_worker: 0,
-            faults: None,
+            timed: false,
+            busy: None,
+            check_tries: 1,
         };
         let args = child_args(cli, &spec, "txlab_1_0", 3, false);
         let line = args.join(" ");

@@ -1,7 +1,7 @@
 //! What a child reports (one line of JSON) and how the parent merges the reports.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -84,6 +84,8 @@ pub struct Aggregate {
     pub retries: RetryCounter,
     /// From the earliest child's start to the latest child's end.
     pub elapsed: Duration,
+    /// When the earliest child started (the epoch when there was none).
+    pub started: SystemTime,
     /// Whether any child was cut short.
     pub interrupted: bool,
     /// Each child's commits, in the order of the reports.
@@ -132,6 +134,12 @@ pub fn aggregate(reports: Vec<ChildReport>) -> Result<Aggregate, String> {
         tally,
         retries,
         elapsed: Duration::from_micros(elapsed),
+        started: UNIX_EPOCH
+            + Duration::from_micros(if first_start == u64::MAX {
+                0
+            } else {
+                first_start
+            }),
         interrupted,
         committed_by_process,
     })

@@ -2,6 +2,7 @@
 //! it exits. One test binary with a module per topic (linking is the slow part).
 
 mod galera;
+mod ha;
 mod processes;
 mod sweep;
 

@@ -1,12 +1,10 @@
 //! The numbers of one run as reported (JSON and human), and the human output: a summary
-//! for one run (`summary.rs`), a comparison table for several (`table.rs`), each with the
-//! timeline of a `--fault` run's faults (`faults.rs`).
+//! for one run (`summary.rs`), a comparison table for several (`table.rs`), each with what
+//! the place appended to a run ([`Appendix`]: the bench's fault timelines).
 
-mod faults;
 mod summary;
 mod table;
 
-pub use faults::faults;
 pub use summary::summary;
 pub use table::{LEGEND, table};
 
@@ -18,8 +16,27 @@ use crate::duration::format_duration;
 use crate::run::RunResult;
 use crate::stats::{Percentiles, ratio};
 use crate::target::Target;
-use crate::timeline::FaultTimeline;
 use crate::workload::CommitCounts;
+
+/// What a place appends to a run's report: something happened beside the workload (the
+/// bench's `--fault`: each fault's timeline). Its text and hint are printed under the run;
+/// its keys join the run's JSON object.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Appendix {
+    /// Keys added to the run's JSON object.
+    #[serde(flatten)]
+    pub json: serde_json::Map<String, serde_json::Value>,
+    /// Printed under the run (each line ending in a newline).
+    #[serde(skip)]
+    pub text: String,
+    /// A hint about the run, printed with the others.
+    #[serde(skip)]
+    pub hint: Option<String>,
+    /// What was in flight at the deadline besides transactions, for the overrun's note
+    /// (e.g. "a fault (until its command returns)").
+    #[serde(skip)]
+    pub in_flight: &'static str,
+}
 
 /// [`Setup::isolation`] when no level was set and the server did not name its default.
 pub const SERVER_DEFAULT: &str = "server-default";
@@ -120,9 +137,9 @@ pub struct RunReport {
     /// the other workloads).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history: Option<CommitCounts>,
-    /// With `--fault`: each fault's timeline (absent otherwise).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub faults: Vec<FaultTimeline>,
+    /// What the place appended (the bench's `faults`, each fault's timeline).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub appendix: Option<Appendix>,
 }
 
 impl RunReport {
@@ -169,7 +186,7 @@ impl RunReport {
             interrupted: result.interrupted,
             committed_by_process: result.committed_by_process,
             history: result.invariant.counts,
-            faults: result.faults,
+            appendix: result.appendix,
         }
     }
 }
@@ -180,9 +197,11 @@ impl RunReport {
         for message in self.first_error_by_kind.values_mut() {
             *message = target.scrub(message);
         }
-        for fault in &mut self.faults {
-            if let Some(error) = &mut fault.error {
-                *error = target.scrub(error);
+        if let Some(appendix) = &mut self.appendix {
+            appendix.text = target.scrub(&appendix.text);
+            appendix.hint = appendix.hint.as_deref().map(|h| target.scrub(h));
+            for value in appendix.json.values_mut() {
+                scrub_strings(value, target);
             }
         }
         self
@@ -192,10 +211,9 @@ impl RunReport {
     /// transactions in flight at the deadline finish first (retries and waits included).
     pub fn overran(&self) -> Option<String> {
         let over = self.elapsed_s - self.duration_s;
-        let in_flight = if self.faults.is_empty() {
-            "transactions"
-        } else {
-            "a fault (until its command returns) and transactions"
+        let in_flight = match &self.appendix {
+            Some(a) if !a.in_flight.is_empty() => format!("{} and transactions", a.in_flight),
+            _ => "transactions".to_owned(),
         };
         (over > (self.duration_s * 0.1).max(0.25)).then(|| {
             format!(
@@ -204,6 +222,21 @@ impl RunReport {
             )
         })
     }
+}
+
+/// Every string in `value` with `target`'s passwords masked.
+fn scrub_strings(value: &mut serde_json::Value, target: &Target) {
+    match value {
+        serde_json::Value::String(text) => *text = target.scrub(text),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| scrub_strings(v, target)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|v| scrub_strings(v, target)),
+        _ => {}
+    }
+}
+
+/// The text a place appended under a run (empty without an appendix).
+pub fn appendix_text(r: &RunReport) -> &str {
+    r.appendix.as_ref().map_or("", |a| a.text.as_str())
 }
 
 /// `1 one` or `n many`.
@@ -250,7 +283,8 @@ fn opt(value: Option<f64>, places: usize) -> String {
     value.map_or_else(|| "-".to_owned(), |v| format!("{v:.places$}"))
 }
 
-fn nonzero(map: &BTreeMap<String, u64>) -> String {
+/// `kind:n` for every nonzero count, or `-`.
+pub fn nonzero(map: &BTreeMap<String, u64>) -> String {
     let parts: Vec<String> = map
         .iter()
         .filter(|(_, n)| **n > 0)

@@ -2,7 +2,9 @@
 
 use std::fmt::Write as _;
 
-use super::{RunReport, Setup, faults, has_business_failures, headline, nonzero, opt, verdict};
+use super::{
+    RunReport, Setup, appendix_text, has_business_failures, headline, nonzero, opt, verdict,
+};
 
 /// The human summary of one run.
 pub fn summary(setup: &Setup, r: &RunReport) -> String {
@@ -99,6 +101,6 @@ pub fn summary(setup: &Setup, r: &RunReport) -> String {
     for (label, value) in rows {
         let _ = writeln!(out, "  {label:<18} {}", value.trim_end());
     }
-    out.push_str(&faults(r));
+    out.push_str(appendix_text(r));
     out
 }

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{RunReport, Setup, faults, has_business_failures, headline, nonzero, opt, verdict};
+use super::{
+    RunReport, Setup, appendix_text, has_business_failures, headline, nonzero, opt, verdict,
+};
 use crate::grid;
 
 /// What the table's columns mean, one line under it.
@@ -68,7 +70,7 @@ pub fn table(setup: &Setup, reports: &[RunReport]) -> String {
         let _ = writeln!(out, "invariant FAILED for {}: {}", r.policy, r.invariant);
     }
     for r in reports {
-        out.push_str(&faults(r));
+        out.push_str(appendix_text(r));
     }
     if reports.iter().any(|r| r.interrupted) {
         let _ = writeln!(out, "(interrupted: the last run was cut short)");

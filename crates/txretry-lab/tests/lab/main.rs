@@ -1,7 +1,6 @@
 //! Runs the built `txretry-lab` binary the way a user would, and checks what it prints and
 //! how it exits. One test binary with a module per topic (linking is the slow part).
 
-mod ha;
 mod interrupts;
 mod restarts;
 mod servers;

@@ -2,26 +2,30 @@
 
 use std::fmt::Write as _;
 
-use super::{RunReport, nonzero};
+use txretry_lab::report::nonzero;
+use txretry_lab::run::RunResult;
+use txretry_lab::stats::AMBIGUOUS;
+
+use super::timeline::FaultTimeline;
 
 /// `+N ms`, or `?` when unknown.
 fn ms(value: Option<i64>) -> String {
     value.map_or_else(|| "?".to_owned(), |v| format!("{v:+} ms"))
 }
 
-/// The timeline of each fault of a `--fault` run, and the run's totals (nothing for a run
+/// The timeline of each of `faults`, and the totals of `r`, the run they struck (nothing
 /// without faults).
-pub fn faults(r: &RunReport) -> String {
+pub fn faults(r: &RunResult, faults: &[FaultTimeline]) -> String {
     let mut out = String::new();
-    if r.faults.is_empty() {
+    if faults.is_empty() {
         return out;
     }
     let _ = writeln!(
         out,
         "faults under {} (times after the fault struck; the cluster's = its own probe write through the proxy):",
-        r.policy
+        r.preset.name()
     );
-    for (i, f) in r.faults.iter().enumerate() {
+    for (i, f) in faults.iter().enumerate() {
         let nodes = match (&f.from, &f.to) {
             (Some(from), Some(to)) => format!("{from} -> {to}"),
             _ => "?".to_owned(),
@@ -64,26 +68,24 @@ pub fn faults(r: &RunReport) -> String {
             nonzero(&f.failed_by_kind)
         );
     }
-    let ambiguous = r
-        .failed_by_kind
-        .get(crate::stats::AMBIGUOUS)
-        .copied()
-        .unwrap_or(0);
-    let _ = match &r.history {
+    let t = &r.tally;
+    let ambiguous = t.failed_by_kind.get(AMBIGUOUS).copied().unwrap_or(0);
+    let _ = match &r.invariant.counts {
         Some(h) => writeln!(
             out,
             "  totals: committed {}, ambiguous {ambiguous} ({} landed, {} not), failed {} (ambiguous included), lost {}, doubled {}",
-            r.committed,
+            t.committed,
             h.ambiguous_landed,
             h.ambiguous.saturating_sub(h.ambiguous_landed),
-            r.failed,
+            t.failed(),
             h.lost,
             h.doubled
         ),
         None => writeln!(
             out,
             "  totals: committed {}, ambiguous {ambiguous}, failed {}",
-            r.committed, r.failed
+            t.committed,
+            t.failed()
         ),
     };
     out

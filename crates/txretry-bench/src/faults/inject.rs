@@ -10,13 +10,15 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::time::Instant;
+use txretry_lab::cli::Workload;
+use txretry_lab::duration::format_duration;
+use txretry_lab::events::now_ms;
+use txretry_lab::target::Target;
 
-use crate::cli::{Cli, FaultArg, Workload};
-use crate::duration::format_duration;
-use crate::target::Target;
+use super::{FaultArg, FaultFlags};
 
 /// `--fault-every` when not given.
 pub const DEFAULT_FAULT_EVERY: Duration = Duration::from_secs(10);
@@ -47,7 +49,8 @@ impl FaultPlan {
     /// the message names the flags) when the flags do not fit together. `cluster_env` is
     /// [`CLUSTER_ENV`]'s value.
     pub fn from_flags(
-        cli: &Cli,
+        cli: &FaultFlags,
+        run: &txretry_lab::cli::RunArgs,
         target: &Target,
         cluster_env: Option<PathBuf>,
     ) -> Result<Option<FaultPlan>, String> {
@@ -64,7 +67,7 @@ impl FaultPlan {
                 target.engine()
             ));
         }
-        if cli.run.workload != Workload::History {
+        if run.workload != Workload::History {
             return Err(
                 "--fault needs --workload history: the workload that knows which node each commit landed on and counts lost and doubled commits".into(),
             );
@@ -77,11 +80,11 @@ impl FaultPlan {
                 format_duration(MIN_FAULT_EVERY)
             ));
         }
-        if every >= cli.run.duration {
+        if every >= run.duration {
             return Err(format!(
                 "--fault-every {} must be shorter than --duration {}: the first fault comes after one interval, so none would run",
                 format_duration(every),
-                format_duration(cli.run.duration)
+                format_duration(run.duration)
             ));
         }
         let cluster = cli
@@ -156,18 +159,6 @@ pub struct Injected {
     pub old_port: Option<i64>,
     /// What the script said, or why it failed.
     pub result: Result<Promotion, String>,
-}
-
-/// The current time in unix milliseconds (the script's clock: the same machine's).
-pub fn now_ms() -> u64 {
-    unix_ms(SystemTime::now())
-}
-
-/// `at` in unix milliseconds.
-pub fn unix_ms(at: SystemTime) -> u64 {
-    at.duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 /// Runs the script with `args`; its stdout, or why it failed (with the end of its stderr).
@@ -283,16 +274,22 @@ pub async fn inject_until(
 mod tests {
     use super::*;
     use clap::Parser;
+    use txretry_lab::cli::RunArgs;
 
-    fn cli(args: &[&str]) -> Cli {
-        Cli::try_parse_from(std::iter::once("txretry-lab").chain(args.iter().copied()))
-            .expect("parses")
+    /// The flags of `txretry-bench run` that a fault plan reads.
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+        #[command(flatten)]
+        faults: FaultFlags,
     }
 
     fn plan(args: &[&str]) -> Result<Option<FaultPlan>, String> {
-        let cli = cli(args);
+        let cli = Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
+            .expect("parses");
         let target = Target::parse(&cli.run.db).expect("a target");
-        FaultPlan::from_flags(&cli, &target, None)
+        FaultPlan::from_flags(&cli.faults, &cli.run, &target, None)
     }
 
     const PG: &str = "postgres://u@127.0.0.1:5440/test";

@@ -13,61 +13,11 @@
 //! - retries and failures by kind.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use serde::Serialize;
+use txretry_lab::events::{Commit, Failure};
 
-use crate::fault::{Injected, now_ms};
-
-/// A failed attempt, as the application saw it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Failure {
-    /// When (unix ms).
-    pub at_ms: u64,
-    /// The transient kind's name, `ambiguous` or `permanent`.
-    pub kind: String,
-    /// Whether the policy retried it (else the call failed with it).
-    pub retried: bool,
-}
-
-/// An acknowledged commit, as the application saw it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Commit {
-    /// When the runner returned `Ok` (unix ms).
-    pub at_ms: u64,
-    /// The port of the server the transaction ran on (through a proxy: the node's).
-    pub port: i64,
-}
-
-/// The failures of a run, shared by its workers and its policy's hook.
-#[derive(Debug, Default)]
-pub struct EventLog {
-    failures: Mutex<Vec<Failure>>,
-}
-
-impl EventLog {
-    /// Notes a failure of `kind` now.
-    pub fn failure(&self, kind: &str, retried: bool) {
-        let failure = Failure {
-            at_ms: now_ms(),
-            kind: kind.to_owned(),
-            retried,
-        };
-        // A poisoned lock means a worker panicked (a bug); keep logging regardless.
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(failure);
-    }
-
-    /// Every failure so far.
-    pub fn failures(&self) -> Vec<Failure> {
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-}
+use super::inject::Injected;
 
 /// One fault's timeline, as the report holds it. Times are milliseconds after the fault
 /// struck (the script's `fault_ms`); `null` where unknown.
@@ -181,8 +131,8 @@ pub fn timelines(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::FaultArg;
-    use crate::fault::Promotion;
+    use crate::faults::FaultArg;
+    use crate::faults::inject::Promotion;
 
     fn fault(requested: u64, fault_ms: u64, writable: u64, returned: u64) -> Injected {
         Injected {

@@ -1,11 +1,11 @@
-//! The lab against a Postgres HA cluster (`docker/ha/cluster`: Patroni, etcd, three
-//! PostgreSQL nodes, HAProxy): one switchover during a 12 s history run under the
-//! high-availability preset. Nothing may be lost or doubled (with asynchronous
+//! `txretry-bench run --fault` against a Postgres HA cluster (`docker/ha/cluster`:
+//! Patroni, etcd, three PostgreSQL nodes, HAProxy): one switchover during a 12 s history
+//! run under the high-availability preset. Nothing may be lost or doubled (with asynchronous
 //! replication a switchover loses nothing: Patroni waits for the candidate to catch up),
 //! and the report has the fault's timeline: a commit on the new primary, the cluster's
 //! own promotion time next to it.
 //!
-//! Run twice: through the proxy (HAProxy) and through the multi-host URL (the lab then
+//! Run twice: through the proxy (HAProxy) and through the multi-host URL (the run then
 //! opens a `PrimaryPool`, which follows the primary itself).
 //!
 //! The cluster comes from `TXRETRY_HA_PROXY_URL` / `TXRETRY_HA_MULTI_HOST_URL` (else
@@ -52,7 +52,7 @@ fn cluster_url(test: &str, env: &str, prefix: &str) -> Option<String> {
 #[test]
 #[ignore = "needs the HA cluster: .ci/run starts it"]
 fn a_switchover_mid_run_through_the_proxy_loses_and_doubles_nothing() {
-    if let Some(url) = cluster_url("lab::ha::proxy", "TXRETRY_HA_PROXY_URL", "proxy:") {
+    if let Some(url) = cluster_url("bench::ha::proxy", "TXRETRY_HA_PROXY_URL", "proxy:") {
         switchover_mid_run(&url);
     }
 }
@@ -61,7 +61,7 @@ fn a_switchover_mid_run_through_the_proxy_loses_and_doubles_nothing() {
 #[ignore = "needs the HA cluster: .ci/run starts it"]
 fn a_switchover_mid_run_through_a_multi_host_url_loses_and_doubles_nothing() {
     if let Some(url) = cluster_url(
-        "lab::ha::multi_host",
+        "bench::ha::multi_host",
         "TXRETRY_HA_MULTI_HOST_URL",
         "multi-host:",
     ) {
@@ -69,7 +69,7 @@ fn a_switchover_mid_run_through_a_multi_host_url_loses_and_doubles_nothing() {
     }
 }
 
-/// One lab run on the cluster at a time: two runs' switchovers would land in each other.
+/// One run on the cluster at a time: two runs' switchovers would land in each other.
 static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn switchover_mid_run(url: &str) {
@@ -94,12 +94,12 @@ fn switchover_mid_run(url: &str) {
         &cluster,
         "--json",
     ];
-    let output = crate::lab(&args);
+    let output = crate::run(&args);
     let (_, stderr) = texts(&output);
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
     let runs = json_runs(&output);
     let run = &runs[0];
-    eprintln!("lab on the HA cluster: {}", run["invariant"]);
+    eprintln!("a fault run on the HA cluster: {}", run["invariant"]);
     assert_eq!(run["policy"], "high-availability");
     assert_eq!(run["invariant_ok"], true, "{run}");
     let history = &run["history"];
