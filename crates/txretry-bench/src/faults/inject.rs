@@ -235,20 +235,20 @@ pub async fn inject(plan: &FaultPlan) -> Injected {
 }
 
 /// Injects faults one after the other until `deadline` (no fault starts after it) or
-/// `stop`; a fault whose script fails ends the series (it is reported). `in_flight` is
-/// set while a fault's command runs: the workers keep going until it returns, so every
-/// fault that started is seen to its end.
+/// until `stopped()` (Ctrl-C, or the run is over); a fault whose script fails ends the
+/// series (it is reported). `in_flight` is set while a fault's command runs: the workers
+/// keep going until it returns, so every fault that started is seen to its end.
 pub async fn inject_until(
     plan: FaultPlan,
     deadline: Instant,
-    stop: Arc<AtomicBool>,
+    stopped: impl Fn() -> bool,
     in_flight: Arc<AtomicBool>,
 ) -> Vec<Injected> {
     let mut done = Vec::new();
     loop {
         let next = Instant::now() + plan.every;
         while Instant::now() < next {
-            if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
+            if stopped() || Instant::now() >= deadline {
                 return done;
             }
             tokio::time::sleep(Duration::from_millis(50).min(next - Instant::now())).await;
@@ -256,7 +256,7 @@ pub async fn inject_until(
         // Set before the last look at the clock: a worker that sees the deadline passed
         // and no fault in flight stops, so it must not miss one that starts now.
         in_flight.store(true, Ordering::SeqCst);
-        if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
+        if stopped() || Instant::now() >= deadline {
             in_flight.store(false, Ordering::SeqCst);
             return done;
         }
@@ -317,6 +317,25 @@ mod tests {
                 .unwrap_err()
                 .contains("to=")
         );
+    }
+
+    #[tokio::test]
+    async fn no_fault_starts_once_stopped_and_a_failing_script_ends_the_series() {
+        let plan = FaultPlan {
+            kind: FaultArg::Switchover,
+            every: Duration::from_millis(10),
+            cluster: PathBuf::from("/nonexistent/cluster"),
+        };
+        let far = Instant::now() + Duration::from_secs(60);
+        let busy = Arc::new(AtomicBool::new(false));
+        let none = inject_until(plan.clone(), far, || true, busy.clone()).await;
+        assert!(none.is_empty(), "{none:?}");
+        // Not stopped: the first fault runs the script, which fails, and that ends it.
+        let one = inject_until(plan, far, || false, busy.clone()).await;
+        assert_eq!(one.len(), 1, "{one:?}");
+        let error = one[0].result.as_ref().expect_err("no such script");
+        assert!(error.contains("/nonexistent/cluster"), "{error}");
+        assert!(!busy.load(Ordering::SeqCst), "nothing left in flight");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! fault's timeline appended to its report.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
@@ -77,15 +77,23 @@ impl Place for Faulted {
             check_tries: CHECK_TRIES,
             ..spec.clone()
         };
+        // Ctrl-C stops the faults, and so does the end of the run: one that could not set
+        // up its tables must not leave faults coming for the rest of `--duration`.
+        let over = Arc::new(AtomicBool::new(false));
+        let stopped = {
+            let (stop, over) = (stop.clone(), over.clone());
+            move || stop.load(Ordering::Relaxed) || over.load(Ordering::Relaxed)
+        };
         let injector = tokio::spawn(inject_until(
             self.plan.clone(),
             Instant::now() + spec.duration,
-            stop.clone(),
+            stopped,
             busy,
         ));
         let result = InProcess
             .run(pool, target, db_url, &spec, stop, interrupts)
             .await;
+        over.store(true, Ordering::Relaxed);
         // Even a failed or quit run waits for the fault in flight: a script killed halfway
         // would leave the cluster without its old leader.
         let injected = injector.await.unwrap_or_default();
