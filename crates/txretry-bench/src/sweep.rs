@@ -199,7 +199,7 @@ async fn sweep(
             preset: txretry_lab::presets::Preset::Default,
             first_worker: 0,
             timed: false,
-            busy: None,
+            in_flight: None,
             check_tries: 1,
         },
         setup,

@@ -47,7 +47,7 @@ pub struct RunSpec {
     pub timed: bool,
     /// While set, the run goes on past its deadline: something beside it (a fault's
     /// command, in the bench) has not finished, and the run must see it to its end.
-    pub busy: Option<Arc<AtomicBool>>,
+    pub in_flight: Option<Arc<AtomicBool>>,
     /// How often the invariant check is tried before it counts as failed (the pause
     /// between tries: half a second): after a failover, a pooled connection may still be
     /// one the old leader dropped.
@@ -74,7 +74,7 @@ impl RunSpec {
                 .unwrap_or(Preset::Default),
             first_worker: 0,
             timed: false,
-            busy: None,
+            in_flight: None,
             check_tries: 1,
         }
     }
@@ -140,15 +140,18 @@ struct Ctx<DB: sqlx::Database> {
     live: Live,
     /// With [`RunSpec::timed`]: where failed calls are noted with their time.
     log: Option<Arc<EventLog>>,
-    /// [`RunSpec::busy`]: while set, the run goes on past its deadline.
-    busy: Option<Arc<AtomicBool>>,
+    /// [`RunSpec::in_flight`]: while set, the run goes on past its deadline.
+    in_flight: Option<Arc<AtomicBool>>,
 }
 
 impl<DB: sqlx::Database> Ctx<DB> {
     fn over(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
             || (Instant::now() >= self.deadline
-                && !self.busy.as_ref().is_some_and(|b| b.load(Ordering::SeqCst)))
+                && !self
+                    .in_flight
+                    .as_ref()
+                    .is_some_and(|b| b.load(Ordering::SeqCst)))
     }
 }
 
@@ -201,7 +204,11 @@ where
     }
     // What runs beside the run (a fault's command) finishes before the check, so that the
     // check reads the final primary, even when Ctrl-C stopped the workers early.
-    while spec.busy.as_ref().is_some_and(|b| b.load(Ordering::SeqCst)) {
+    while spec
+        .in_flight
+        .as_ref()
+        .is_some_and(|b| b.load(Ordering::SeqCst))
+    {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let tries = spec.check_tries.max(1);
@@ -286,7 +293,7 @@ where
         stop: stop.clone(),
         live: Live::default(),
         log: log.clone(),
-        busy: spec.busy.clone(),
+        in_flight: spec.in_flight.clone(),
     });
     let progress = Progress::new(label, spec.duration);
     let mut workers = JoinSet::new();

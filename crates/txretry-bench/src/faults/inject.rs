@@ -327,15 +327,15 @@ mod tests {
             cluster: PathBuf::from("/nonexistent/cluster"),
         };
         let far = Instant::now() + Duration::from_secs(60);
-        let busy = Arc::new(AtomicBool::new(false));
-        let none = inject_until(plan.clone(), far, || true, busy.clone()).await;
+        let in_flight = Arc::new(AtomicBool::new(false));
+        let none = inject_until(plan.clone(), far, || true, in_flight.clone()).await;
         assert!(none.is_empty(), "{none:?}");
         // Not stopped: the first fault runs the script, which fails, and that ends it.
-        let one = inject_until(plan, far, || false, busy.clone()).await;
+        let one = inject_until(plan, far, || false, in_flight.clone()).await;
         assert_eq!(one.len(), 1, "{one:?}");
         let error = one[0].result.as_ref().expect_err("no such script");
         assert!(error.contains("/nonexistent/cluster"), "{error}");
-        assert!(!busy.load(Ordering::SeqCst), "nothing left in flight");
+        assert!(!in_flight.load(Ordering::SeqCst), "nothing left in flight");
     }
 
     #[test]

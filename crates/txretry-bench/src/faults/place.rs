@@ -70,10 +70,10 @@ impl Place for Faulted {
     {
         // Set while a fault's command runs: the workers go on past the deadline, and the
         // invariant check waits, until it returns.
-        let busy = Arc::new(AtomicBool::new(false));
+        let in_flight = Arc::new(AtomicBool::new(false));
         let spec = RunSpec {
             timed: true,
-            busy: Some(busy.clone()),
+            in_flight: Some(in_flight.clone()),
             check_tries: CHECK_TRIES,
             ..spec.clone()
         };
@@ -88,7 +88,7 @@ impl Place for Faulted {
             self.plan.clone(),
             Instant::now() + spec.duration,
             stopped,
-            busy,
+            in_flight,
         ));
         let result = InProcess
             .run(pool, target, db_url, &spec, stop, interrupts)

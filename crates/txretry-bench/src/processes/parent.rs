@@ -421,7 +421,7 @@ mod tests {
             preset: Preset::Database,
             first_worker: 0,
             timed: false,
-            busy: None,
+            in_flight: None,
             check_tries: 1,
         };
         let args = child_args(cli, &spec, "txlab_1_0", 3, false);
