@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use sqlx::Pool;
 
 use crate::cell::{Cell, PGBENCH, Sample};
 use crate::estimate;
@@ -82,19 +82,12 @@ pub struct Outcome {
 
 /// Runs `plan`, connecting with `connect(workers)` for each run. Errors only when the very
 /// first run cannot be measured; later errors end the sweep with what ran.
-pub async fn sweep<DB>(
+pub async fn sweep<DB: LabDb>(
     connect: impl AsyncFn(usize) -> Result<Pool<DB>, sqlx::Error>,
     plan: &Plan,
     target: &Target,
     stop: &Arc<AtomicBool>,
-) -> Result<Outcome, Fatal>
-where
-    DB: LabDb,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-    usize: ColumnIndex<DB::Row>,
-{
+) -> Result<Outcome, Fatal> {
     let mut outcome = Outcome {
         cells: plan.cells(),
         notes: Vec::new(),
@@ -176,21 +169,14 @@ where
 }
 
 /// One lab run of `preset` with `workers` workers on a fresh pool.
-async fn measure<DB>(
+async fn measure<DB: LabDb>(
     connect: &impl AsyncFn(usize) -> Result<Pool<DB>, sqlx::Error>,
     plan: &Plan,
     preset: Preset,
     workers: usize,
     target: &Target,
     stop: &Arc<AtomicBool>,
-) -> Result<Sample, Fatal>
-where
-    DB: LabDb,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-    usize: ColumnIndex<DB::Row>,
-{
+) -> Result<Sample, Fatal> {
     let pool = connect(workers)
         .await
         .map_err(|e| Fatal(target.scrub(&format!("could not connect to {target}: {e}"))))?;

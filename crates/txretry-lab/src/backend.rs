@@ -1,18 +1,15 @@
-//! The little that differs per database: placeholders, one cast, reading "rows affected",
-//! and how to connect. Everything else in the lab is written once, generic over sqlx's
-//! `Database`.
+//! The little that differs per database: placeholders, one cast, running a query, and how
+//! to connect. Everything else in the lab is written once, generic over [`LabDb`].
 
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlQueryResult};
+use sqlx::mysql::{MySql, MySqlConnectOptions};
 use sqlx::pool::PoolOptions;
-use sqlx::postgres::{PgConnectOptions, PgQueryResult, Postgres};
-use sqlx::sqlite::{
-    Sqlite, SqliteConnectOptions, SqliteJournalMode, SqliteQueryResult, SqliteSynchronous,
-};
-use sqlx::{ConnectOptions, Connection, Pool};
+use sqlx::postgres::{PgConnectOptions, Postgres};
+use sqlx::sqlite::{Sqlite, SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use sqlx::{ConnectOptions, Connection, Pool, Row, SqlStr};
 
 /// How long SQLite waits for a lock before answering `SQLITE_BUSY`.
 pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -21,7 +18,11 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the first connection may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A database the lab runs on: one of sqlx's, with the few facts that differ.
+/// A database the lab runs on: one of sqlx's, with the few facts that differ, and the
+/// three ways the lab talks to it. Every lab query binds BIGINTs and reads BIGINTs, so
+/// these methods are all the generic code needs: it is written against `DB: LabDb` alone,
+/// and the sqlx bounds that running a query takes (executor, arguments, `i64` encoding,
+/// column index) are stated once, in the impls below, for each concrete database.
 pub trait LabDb: txretry::sqlx::Backend {
     /// Whether placeholders are numbered (`$1`: Postgres, SQLite) or not (`?`: MySQL).
     const NUMBERED_PLACEHOLDERS: bool;
@@ -30,8 +31,42 @@ pub trait LabDb: txretry::sqlx::Backend {
     /// where there is none): through a proxy, the node's port.
     const SERVER_PORT: &'static str;
 
-    /// Rows an `UPDATE` changed.
-    fn rows_affected(result: &Self::QueryResult) -> u64;
+    /// Runs `sql` unprepared (DDL, or a batch of literal rows the lab made up).
+    fn batch(
+        conn: &mut Self::Connection,
+        sql: SqlStr,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+    /// Runs `sql` with `binds` for its placeholders, in order; the rows it changed.
+    fn execute(
+        conn: &mut Self::Connection,
+        sql: SqlStr,
+        binds: &[i64],
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    /// Runs `sql` with `binds`; the first `N` columns of every row it returns, each a
+    /// BIGINT.
+    fn fetch<const N: usize>(
+        conn: &mut Self::Connection,
+        sql: SqlStr,
+        binds: &[i64],
+    ) -> impl Future<Output = Result<Vec<[i64; N]>, sqlx::Error>> + Send;
+
+    /// [`LabDb::fetch`] of a query that returns one row (`RowNotFound` when it returns
+    /// none).
+    fn fetch_one<const N: usize>(
+        conn: &mut Self::Connection,
+        sql: SqlStr,
+        binds: &[i64],
+    ) -> impl Future<Output = Result<[i64; N], sqlx::Error>> + Send {
+        let rows = Self::fetch::<N>(conn, sql, binds);
+        async move {
+            rows.await?
+                .into_iter()
+                .next()
+                .ok_or(sqlx::Error::RowNotFound)
+        }
+    }
 
     /// Placeholder number `n` (1-based).
     fn placeholder(n: usize) -> String {
@@ -43,33 +78,54 @@ pub trait LabDb: txretry::sqlx::Backend {
     }
 }
 
-impl LabDb for Postgres {
-    const NUMBERED_PLACEHOLDERS: bool = true;
+/// [`LabDb`] for one of sqlx's databases: the same code for each, which only compiles
+/// for a concrete one.
+macro_rules! lab_db {
+    ($db:ty, numbered: $numbered:expr, port: $port:expr) => {
+        impl LabDb for $db {
+            const NUMBERED_PLACEHOLDERS: bool = $numbered;
+            const SERVER_PORT: &'static str = $port;
+
+            async fn batch(conn: &mut Self::Connection, sql: SqlStr) -> Result<(), sqlx::Error> {
+                sqlx::raw_sql(sql).execute(conn).await.map(drop)
+            }
+
+            fn execute(
+                conn: &mut Self::Connection,
+                sql: SqlStr,
+                binds: &[i64],
+            ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send {
+                let query = binds.iter().fold(sqlx::query(sql), |q, &b| q.bind(b));
+                async move { Ok(query.execute(conn).await?.rows_affected()) }
+            }
+
+            fn fetch<const N: usize>(
+                conn: &mut Self::Connection,
+                sql: SqlStr,
+                binds: &[i64],
+            ) -> impl Future<Output = Result<Vec<[i64; N]>, sqlx::Error>> + Send {
+                let query = binds.iter().fold(sqlx::query(sql), |q, &b| q.bind(b));
+                async move {
+                    let mut rows = Vec::new();
+                    for row in query.fetch_all(conn).await? {
+                        let mut columns = [0; N];
+                        for (i, column) in columns.iter_mut().enumerate() {
+                            *column = row.try_get(i)?;
+                        }
+                        rows.push(columns);
+                    }
+                    Ok(rows)
+                }
+            }
+        }
+    };
+}
+
+lab_db!(Postgres, numbered: true,
     // NULL over a Unix socket.
-    const SERVER_PORT: &'static str = "CAST(COALESCE(inet_server_port(), 0) AS BIGINT)";
-
-    fn rows_affected(result: &PgQueryResult) -> u64 {
-        result.rows_affected()
-    }
-}
-
-impl LabDb for MySql {
-    const NUMBERED_PLACEHOLDERS: bool = false;
-    const SERVER_PORT: &'static str = "CAST(@@port AS SIGNED)";
-
-    fn rows_affected(result: &MySqlQueryResult) -> u64 {
-        result.rows_affected()
-    }
-}
-
-impl LabDb for Sqlite {
-    const NUMBERED_PLACEHOLDERS: bool = true;
-    const SERVER_PORT: &'static str = "0";
-
-    fn rows_affected(result: &SqliteQueryResult) -> u64 {
-        result.rows_affected()
-    }
-}
+    port: "CAST(COALESCE(inet_server_port(), 0) AS BIGINT)");
+lab_db!(MySql, numbered: false, port: "CAST(@@port AS SIGNED)");
+lab_db!(Sqlite, numbered: true, port: "0");
 
 /// Pool settings shared by every database: one connection per worker, no liveness ping
 /// before each acquire (the lab measures transactions, not the pool; pgbench pings

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use sqlx::Pool;
 use tokio::sync::watch;
 
 use crate::backend::{self, LabDb};
@@ -55,7 +55,7 @@ pub trait Place {
     /// Runs `spec` on fresh tables in `pool`'s database (`db_url`: how other processes
     /// connect to it) and checks them; `Ok(None)`: Ctrl-C stopped it before anything
     /// complete was measured.
-    fn run<DB>(
+    fn run<DB: LabDb>(
         &self,
         pool: &Pool<DB>,
         target: &Target,
@@ -63,13 +63,7 @@ pub trait Place {
         spec: &RunSpec,
         stop: &Arc<AtomicBool>,
         interrupts: &Interrupts,
-    ) -> impl Future<Output = Result<Option<RunResult>, Fatal>>
-    where
-        DB: LabDb,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-        usize: ColumnIndex<DB::Row>;
+    ) -> impl Future<Output = Result<Option<RunResult>, Fatal>>;
 }
 
 /// The lab's own place: every run in this process, one worker per connection.
@@ -89,7 +83,7 @@ impl Place for InProcess {
         (workers as u64, format!("--workers {workers}"))
     }
 
-    async fn run<DB>(
+    async fn run<DB: LabDb>(
         &self,
         pool: &Pool<DB>,
         target: &Target,
@@ -97,14 +91,7 @@ impl Place for InProcess {
         spec: &RunSpec,
         stop: &Arc<AtomicBool>,
         _interrupts: &Interrupts,
-    ) -> Result<Option<RunResult>, Fatal>
-    where
-        DB: LabDb,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-        usize: ColumnIndex<DB::Row>,
-    {
+    ) -> Result<Option<RunResult>, Fatal> {
         run(pool, spec, stop).await.map(Some).map_err(|e| {
             Fatal(target.scrub(&format!(
                 "could not set up the {} tables: {}",
@@ -267,18 +254,11 @@ struct Runs<'a> {
 }
 
 /// Runs the presets one after the other and prints the report.
-async fn run_presets<DB, P: Place>(
+async fn run_presets<DB: LabDb, P: Place>(
     pool: &Pool<DB>,
     place: &P,
     runs: Runs<'_>,
-) -> Result<Vec<RunReport>, Fatal>
-where
-    DB: LabDb,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-    usize: ColumnIndex<DB::Row>,
-{
+) -> Result<Vec<RunReport>, Fatal> {
     let Runs {
         target,
         ref setup,

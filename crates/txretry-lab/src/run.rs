@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use sqlx::Pool;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use txretry::{Admission, RetryPolicy, TxOptions};
@@ -157,18 +157,11 @@ impl<DB: sqlx::Database> Ctx<DB> {
 
 /// Runs `spec` on `pool`. `stop` ends the run early (Ctrl-C). Errors are those of setting
 /// up the tables; everything that happens to the transactions is counted instead.
-pub async fn run<DB>(
+pub async fn run<DB: LabDb>(
     pool: &Pool<DB>,
     spec: &RunSpec,
     stop: &Arc<AtomicBool>,
-) -> Result<RunResult, sqlx::Error>
-where
-    DB: LabDb,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-    usize: ColumnIndex<DB::Row>,
-{
+) -> Result<RunResult, sqlx::Error> {
     let schema = Arc::new(Schema::new::<DB>(spec.workload, spec.rows));
     if let Err(e) = schema.create(pool).await {
         let _ = schema.drop_tables(pool).await;
@@ -260,20 +253,13 @@ where
 
 /// Runs `spec`'s workers on tables that exist already, until the time is up or `stop`
 /// is set, with a progress bar labelled `label`. Creates, checks and drops nothing.
-pub async fn drive<DB>(
+pub async fn drive<DB: LabDb>(
     pool: &Pool<DB>,
     schema: &Arc<Schema>,
     spec: &RunSpec,
     stop: &Arc<AtomicBool>,
     label: &str,
-) -> Measured
-where
-    DB: LabDb,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-    usize: ColumnIndex<DB::Row>,
-{
+) -> Measured {
     let log = spec.timed.then(|| Arc::new(EventLog::default()));
     let retries = log
         .clone()
@@ -358,14 +344,7 @@ where
 /// context): a closure that captures any reference, even a `&'static` one, makes rustc
 /// unable to prove the runner's future `Send` for `tokio::spawn` ("implementation of
 /// `Send` is not general enough"), a compiler limitation with generic `AsyncFnMut`.
-async fn worker<DB>(ctx: Arc<Ctx<DB>>, worker: u32) -> Tally
-where
-    DB: LabDb,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-    usize: ColumnIndex<DB::Row>,
-{
+async fn worker<DB: LabDb>(ctx: Arc<Ctx<DB>>, worker: u32) -> Tally {
     let mut tally = Tally::default();
     let mut rng = fastrand::Rng::new();
     let rows = i64::from(ctx.schema.rows());

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use sqlx::Pool;
 use tokio::time::Instant;
 use txretry::TransientKind;
 use txretry_lab::backend::LabDb;
@@ -52,7 +52,7 @@ impl Place for Faulted {
         HA_ACQUIRE_TIMEOUT
     }
 
-    async fn run<DB>(
+    async fn run<DB: LabDb>(
         &self,
         pool: &Pool<DB>,
         target: &Target,
@@ -60,14 +60,7 @@ impl Place for Faulted {
         spec: &RunSpec,
         stop: &Arc<AtomicBool>,
         interrupts: &Interrupts,
-    ) -> Result<Option<RunResult>, Fatal>
-    where
-        DB: LabDb,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-        usize: ColumnIndex<DB::Row>,
-    {
+    ) -> Result<Option<RunResult>, Fatal> {
         // Set while a fault's command runs: the workers go on past the deadline, and the
         // invariant check waits, until it returns.
         let in_flight = Arc::new(AtomicBool::new(false));

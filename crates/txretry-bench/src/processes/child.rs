@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use sqlx::Pool;
 use tokio::sync::oneshot;
 
 use super::{CHILD_DB_ENV, ChildReport, FAIL_CHILD_ENV, GO, READY, STOP};
@@ -62,14 +62,12 @@ pub async fn main(args: &RunArgs, prefix: &str, index: u32) -> Result<(), Fatal>
 }
 
 /// Runs child `index` on `pool` (one connection per worker): ready, go, run, report.
-async fn run<DB>(pool: Pool<DB>, spec: RunSpec, prefix: String, index: u32) -> Result<(), Fatal>
-where
-    DB: LabDb,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-    usize: ColumnIndex<DB::Row>,
-{
+async fn run<DB: LabDb>(
+    pool: Pool<DB>,
+    spec: RunSpec,
+    prefix: String,
+    index: u32,
+) -> Result<(), Fatal> {
     let schema = Arc::new(Schema::named::<DB>(spec.workload, spec.rows, prefix));
     let stop = Arc::new(AtomicBool::new(false));
     let (go_tx, go_rx) = oneshot::channel::<()>();

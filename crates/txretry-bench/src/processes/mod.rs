@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use sqlx::Pool;
 use txretry_lab::backend::LabDb;
 use txretry_lab::cli::RunArgs;
 use txretry_lab::lab::{Fatal, Interrupts, Place};
@@ -89,7 +89,7 @@ impl Place for Processes<'_> {
         )
     }
 
-    async fn run<DB>(
+    async fn run<DB: LabDb>(
         &self,
         pool: &Pool<DB>,
         target: &Target,
@@ -97,14 +97,7 @@ impl Place for Processes<'_> {
         spec: &RunSpec,
         _stop: &Arc<AtomicBool>,
         interrupts: &Interrupts,
-    ) -> Result<Option<RunResult>, Fatal>
-    where
-        DB: LabDb,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-        usize: ColumnIndex<DB::Row>,
-    {
+    ) -> Result<Option<RunResult>, Fatal> {
         let fleet = Fleet {
             args: self.args,
             db_url,

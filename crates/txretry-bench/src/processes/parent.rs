@@ -4,7 +4,7 @@
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use sqlx::Pool;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::{JoinHandle, JoinSet};
@@ -34,20 +34,13 @@ pub(super) struct Fleet<'a> {
 /// Runs `spec` in `fleet.processes` children on one set of tables, created and checked
 /// and dropped here on `pool`. `Ok(None)`: Ctrl-C came before the children started, or a
 /// second one killed them (the tables are dropped either way).
-pub(super) async fn run_processes<DB>(
+pub(super) async fn run_processes<DB: LabDb>(
     pool: &Pool<DB>,
     target: &Target,
     fleet: Fleet<'_>,
     spec: &RunSpec,
     interrupts: &Interrupts,
-) -> Result<Option<RunResult>, Fatal>
-where
-    DB: LabDb,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-    usize: ColumnIndex<DB::Row>,
-{
+) -> Result<Option<RunResult>, Fatal> {
     let schema = Schema::new::<DB>(spec.workload, spec.rows);
     if let Err(e) = schema.create(pool).await {
         let _ = schema.drop_tables(pool).await;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+use sqlx::Pool;
 
 use super::{CommitCounts, INITIAL_BALANCE, Invariant, Schema, Transfer, sql};
 use crate::backend::LabDb;
@@ -14,32 +14,21 @@ impl Schema {
     /// (transfer), row ids, one per commit (hot-rows) or call ids (history); `maybe` holds one key per
     /// transaction whose COMMIT may have landed (an ambiguous outcome), whose effect may be
     /// there once or not at all.
-    pub async fn check<DB>(
+    pub async fn check<DB: LabDb>(
         &self,
         pool: &Pool<DB>,
         committed: &[i64],
         maybe: &[i64],
-    ) -> Result<Invariant, sqlx::Error>
-    where
-        DB: LabDb,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-        usize: ColumnIndex<DB::Row>,
-    {
+    ) -> Result<Invariant, sqlx::Error> {
         let mut conn = pool.acquire().await?;
         if self.workload == Workload::History {
-            let port: i64 = sqlx::query(self.sql.server_port.clone())
-                .fetch_one(&mut *conn)
+            let [port] = DB::fetch_one(&mut conn, self.sql.server_port.clone(), &[]).await?;
+            let select = sql(format!("SELECT call_id FROM {}", self.history));
+            let ids: Vec<i64> = DB::fetch::<1>(&mut conn, select, &[])
                 .await?
-                .try_get(0usize)?;
-            let mut ids = Vec::new();
-            for row in sqlx::query(sql(format!("SELECT call_id FROM {}", self.history)))
-                .fetch_all(&mut *conn)
-                .await?
-            {
-                ids.push(row.try_get::<i64, _>(0usize)?);
-            }
+                .into_iter()
+                .map(|[id]| id)
+                .collect();
             return Ok(check_history(&ids, committed, maybe, port));
         }
         let table = if self.workload == Workload::Transfer {
@@ -52,31 +41,27 @@ impl Schema {
         } else {
             "counter"
         };
-        let mut values = HashMap::new();
-        for row in sqlx::query(sql(format!("SELECT id, {column} FROM {table}")))
-            .fetch_all(&mut *conn)
+        let select = sql(format!("SELECT id, {column} FROM {table}"));
+        let values: HashMap<i64, i64> = DB::fetch::<2>(&mut conn, select, &[])
             .await?
-        {
-            values.insert(
-                row.try_get::<i64, _>(0usize)?,
-                row.try_get::<i64, _>(1usize)?,
-            );
-        }
+            .into_iter()
+            .map(|[id, value]| (id, value))
+            .collect();
         let ledger = if self.workload == Workload::Transfer {
             let query = format!(
                 "SELECT transfer_id, from_id, to_id, amount FROM {}",
                 self.ledger
             );
-            let mut ledger = Vec::new();
-            for row in sqlx::query(sql(query)).fetch_all(&mut *conn).await? {
-                ledger.push(Transfer {
-                    id: row.try_get(0usize)?,
-                    from: row.try_get(1usize)?,
-                    to: row.try_get(2usize)?,
-                    amount: row.try_get(3usize)?,
-                });
-            }
-            ledger
+            DB::fetch::<4>(&mut conn, sql(query), &[])
+                .await?
+                .into_iter()
+                .map(|[id, from, to, amount]| Transfer {
+                    id,
+                    from,
+                    to,
+                    amount,
+                })
+                .collect()
         } else {
             Vec::new()
         };

@@ -1,20 +1,14 @@
 //! Creating and dropping a run's tables.
 
-use sqlx::{Executor, Pool};
+use sqlx::Pool;
 
 use super::{INITIAL_BALANCE, Schema, sql};
 use crate::backend::LabDb;
 use crate::cli::Workload;
 
-/// The lab's queries, generic over the database. The bounds say what sqlx must offer;
-/// Postgres, MySQL and SQLite all do.
 impl Schema {
     /// Creates this run's tables and fills them.
-    pub async fn create<DB>(&self, pool: &Pool<DB>) -> Result<(), sqlx::Error>
-    where
-        DB: LabDb,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    {
+    pub async fn create<DB: LabDb>(&self, pool: &Pool<DB>) -> Result<(), sqlx::Error> {
         let mut conn = pool.acquire().await?;
         let ddl = match self.workload {
             Workload::Transfer => vec![
@@ -38,7 +32,7 @@ impl Schema {
             )],
         };
         for statement in ddl {
-            sqlx::raw_sql(sql(statement)).execute(&mut *conn).await?;
+            DB::batch(&mut conn, sql(statement)).await?;
         }
         let (table, value) = match self.workload {
             Workload::Transfer => (&self.accounts, INITIAL_BALANCE),
@@ -59,22 +53,16 @@ impl Schema {
                 "INSERT INTO {table} (id, {column}) VALUES {}",
                 values.join(", ")
             );
-            sqlx::raw_sql(sql(insert)).execute(&mut *conn).await?;
+            DB::batch(&mut conn, sql(insert)).await?;
         }
         Ok(())
     }
 
     /// Drops this run's tables (those that exist).
-    pub async fn drop_tables<DB>(&self, pool: &Pool<DB>) -> Result<(), sqlx::Error>
-    where
-        DB: LabDb,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    {
+    pub async fn drop_tables<DB: LabDb>(&self, pool: &Pool<DB>) -> Result<(), sqlx::Error> {
         let mut conn = pool.acquire().await?;
         for table in [&self.accounts, &self.ledger, &self.hot, &self.history] {
-            sqlx::raw_sql(sql(format!("DROP TABLE IF EXISTS {table}")))
-                .execute(&mut *conn)
-                .await?;
+            DB::batch(&mut conn, sql(format!("DROP TABLE IF EXISTS {table}"))).await?;
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! The transaction each worker runs, one per workload.
 
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Row, Transaction, Type};
+use sqlx::Transaction;
 
 use super::{Schema, Transfer};
 use crate::backend::LabDb;
@@ -9,24 +9,13 @@ use crate::error::TxError;
 /// The workloads' transactions, generic over the database.
 impl Schema {
     /// The transfer transaction: read, refuse or debit, credit, ledger row.
-    pub async fn transfer<DB>(
+    pub async fn transfer<DB: LabDb>(
         &self,
         tx: &mut Transaction<'_, DB>,
         t: &Transfer,
-    ) -> Result<(), TxError>
-    where
-        DB: LabDb,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-        usize: ColumnIndex<DB::Row>,
-    {
+    ) -> Result<(), TxError> {
         let s = &self.sql;
-        let row = sqlx::query(s.select_balance.clone())
-            .bind(t.from)
-            .fetch_one(&mut **tx)
-            .await?;
-        let balance: i64 = row.try_get(0usize)?;
+        let [balance] = DB::fetch_one(tx, s.select_balance.clone(), &[t.from]).await?;
         let refused = TxError::InsufficientFunds {
             account: t.from,
             balance,
@@ -35,77 +24,39 @@ impl Schema {
         if balance < t.amount {
             return Err(refused);
         }
-        let debited = sqlx::query(s.debit.clone())
-            .bind(t.amount)
-            .bind(t.from)
-            .bind(t.amount)
-            .execute(&mut **tx)
-            .await?;
-        if DB::rows_affected(&debited) == 0 {
+        let debited = DB::execute(tx, s.debit.clone(), &[t.amount, t.from, t.amount]).await?;
+        if debited == 0 {
             // A concurrent transfer spent the money since we looked (READ COMMITTED).
             return Err(refused);
         }
-        sqlx::query(s.credit.clone())
-            .bind(t.amount)
-            .bind(t.to)
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query(s.insert_ledger.clone())
-            .bind(t.id)
-            .bind(t.from)
-            .bind(t.to)
-            .bind(t.amount)
-            .execute(&mut **tx)
-            .await?;
+        DB::execute(tx, s.credit.clone(), &[t.amount, t.to]).await?;
+        let ledger_row = [t.id, t.from, t.to, t.amount];
+        DB::execute(tx, s.insert_ledger.clone(), &ledger_row).await?;
         Ok(())
     }
 
     /// The hot-rows transaction: read the row, add one to it.
-    pub async fn bump<DB>(&self, tx: &mut Transaction<'_, DB>, row_id: i64) -> Result<(), TxError>
-    where
-        DB: LabDb,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-        usize: ColumnIndex<DB::Row>,
-    {
+    pub async fn bump<DB: LabDb>(
+        &self,
+        tx: &mut Transaction<'_, DB>,
+        row_id: i64,
+    ) -> Result<(), TxError> {
         let s = &self.sql;
-        let row = sqlx::query(s.select_counter.clone())
-            .bind(row_id)
-            .fetch_one(&mut **tx)
-            .await?;
-        let _counter: i64 = row.try_get(0usize)?;
-        sqlx::query(s.bump_counter.clone())
-            .bind(row_id)
-            .execute(&mut **tx)
-            .await?;
+        let [_counter] = DB::fetch_one(tx, s.select_counter.clone(), &[row_id]).await?;
+        DB::execute(tx, s.bump_counter.clone(), &[row_id]).await?;
         Ok(())
     }
 
     /// The history transaction: ask the server its port, insert the call's row; returns
     /// the port (the node the commit lands on, if it commits).
-    pub async fn record<DB>(
+    pub async fn record<DB: LabDb>(
         &self,
         tx: &mut Transaction<'_, DB>,
         call_id: i64,
-    ) -> Result<i64, TxError>
-    where
-        DB: LabDb,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        i64: Type<DB> + for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB>,
-        usize: ColumnIndex<DB::Row>,
-    {
+    ) -> Result<i64, TxError> {
         let s = &self.sql;
-        let row = sqlx::query(s.server_port.clone())
-            .fetch_one(&mut **tx)
-            .await?;
-        let port: i64 = row.try_get(0usize)?;
-        sqlx::query(s.insert_history.clone())
-            .bind(call_id)
-            .bind(port)
-            .execute(&mut **tx)
-            .await?;
+        let [port] = DB::fetch_one(tx, s.server_port.clone(), &[]).await?;
+        DB::execute(tx, s.insert_history.clone(), &[call_id, port]).await?;
         Ok(port)
     }
 }
