@@ -22,7 +22,7 @@ use crate::report::Appendix;
 use crate::signals;
 use crate::stats::{Live, RetryCounter, Tally};
 use crate::target::Target;
-use crate::workload::{Invariant, MAX_AMOUNT, Schema, Transfer};
+use crate::workload::{Invariant, Schema};
 
 /// What a run is asked to do.
 #[derive(Clone, Debug)]
@@ -347,87 +347,33 @@ pub async fn drive<DB: LabDb>(
 async fn worker<DB: LabDb>(ctx: Arc<Ctx<DB>>, worker: u32) -> Tally {
     let mut tally = Tally::default();
     let mut rng = fastrand::Rng::new();
-    let rows = i64::from(ctx.schema.rows());
     let mut seq: u32 = 0;
     while !ctx.over() {
         let started = Instant::now();
-        let (key, result) = match ctx.schema.workload() {
-            Workload::Transfer => {
-                let from = rng.i64(1..=rows);
-                let mut to = rng.i64(1..rows);
-                if to >= from {
-                    to += 1;
-                }
-                let t = Transfer {
-                    id: (i64::from(worker) << 32) | i64::from(seq),
-                    from,
-                    to,
-                    amount: rng.i64(1..=MAX_AMOUNT),
-                };
-                seq = seq.wrapping_add(1);
-                let options = if ctx.names_keys {
-                    ctx.options.clone().contends_on(from).contends_on(to)
-                } else {
-                    ctx.options.clone()
-                };
-                let shared = ctx.clone();
-                let result = txretry::sqlx::transaction_with(
-                    &ctx.pool,
-                    &ctx.policy,
-                    &options,
-                    async move |tx| {
-                        shared.live.attempts.fetch_add(1, Ordering::Relaxed);
-                        shared.schema.transfer(tx, &t).await
-                    },
-                )
-                .await;
-                (t.id, result)
+        let job = ctx.schema.next_job(&mut rng, worker, seq);
+        seq = seq.wrapping_add(1);
+        let mut options = ctx.options.clone();
+        if ctx.names_keys {
+            for row in job.contends_on() {
+                options = options.contends_on(row);
             }
-            Workload::History => {
-                let call_id = (i64::from(worker) << 32) | i64::from(seq);
-                seq = seq.wrapping_add(1);
-                let shared = ctx.clone();
-                let result = txretry::sqlx::transaction_with(
-                    &ctx.pool,
-                    &ctx.policy,
-                    &ctx.options,
-                    async move |tx| {
-                        shared.live.attempts.fetch_add(1, Ordering::Relaxed);
-                        shared.schema.record(tx, call_id).await
-                    },
-                )
-                .await;
-                let result = result.map(|port| {
+        }
+        let shared = ctx.clone();
+        let result =
+            txretry::sqlx::transaction_with(&ctx.pool, &ctx.policy, &options, async move |tx| {
+                shared.live.attempts.fetch_add(1, Ordering::Relaxed);
+                shared.schema.attempt(tx, &job).await
+            })
+            .await;
+        let key = job.key();
+        match result {
+            Ok(port) => {
+                if let Some(port) = port {
                     tally.commits.push(Commit {
                         at_ms: events::now_ms(),
                         port,
                     });
-                });
-                (call_id, result)
-            }
-            Workload::HotRows => {
-                let row = rng.i64(1..=rows);
-                let options = if ctx.names_keys {
-                    ctx.options.clone().contends_on(row)
-                } else {
-                    ctx.options.clone()
-                };
-                let shared = ctx.clone();
-                let result = txretry::sqlx::transaction_with(
-                    &ctx.pool,
-                    &ctx.policy,
-                    &options,
-                    async move |tx| {
-                        shared.live.attempts.fetch_add(1, Ordering::Relaxed);
-                        shared.schema.bump(tx, row).await
-                    },
-                )
-                .await;
-                (row, result)
-            }
-        };
-        match result {
-            Ok(()) => {
+                }
                 tally.committed += 1;
                 tally.record_latency(started.elapsed());
                 tally.committed_keys.push(key);

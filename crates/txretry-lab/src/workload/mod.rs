@@ -31,6 +31,7 @@ mod tables;
 mod transactions;
 
 pub use invariant::{check_history, check_hot_rows, check_transfer};
+pub use transactions::Job;
 
 /// Every account's opening balance (transfer).
 pub const INITIAL_BALANCE: i64 = 1000;

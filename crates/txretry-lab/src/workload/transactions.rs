@@ -1,15 +1,86 @@
-//! The transaction each worker runs, one per workload.
+//! The transaction each worker runs, one per workload: chosen as a [`Job`] before it
+//! starts, then attempted (a retry attempts the same job).
 
 use sqlx::Transaction;
 
-use super::{Schema, Transfer};
+use super::{MAX_AMOUNT, Schema, Transfer};
 use crate::backend::LabDb;
+use crate::cli::Workload;
 use crate::error::TxError;
 
-/// The workloads' transactions, generic over the database.
+/// One transaction, chosen by a worker before it starts.
+#[derive(Clone, Copy, Debug)]
+pub enum Job {
+    /// Move money (transfer).
+    Transfer(Transfer),
+    /// Add one to this row (hot-rows).
+    Bump(i64),
+    /// Insert this call id (history).
+    Record(i64),
+}
+
+impl Job {
+    /// What the invariant check counts the job by: the transfer id (the ledger's key), the
+    /// row or the call id.
+    pub fn key(&self) -> i64 {
+        match *self {
+            Job::Transfer(t) => t.id,
+            Job::Bump(row) => row,
+            Job::Record(call_id) => call_id,
+        }
+    }
+
+    /// The rows the job contends on (for admission): both accounts, the row, or none
+    /// (history rows are the job's own).
+    pub fn contends_on(&self) -> Vec<i64> {
+        match *self {
+            Job::Transfer(t) => vec![t.from, t.to],
+            Job::Bump(row) => vec![row],
+            Job::Record(_) => Vec::new(),
+        }
+    }
+}
+
 impl Schema {
+    /// The next job of `worker`, whose `seq`-th it is: random accounts and amount, a random
+    /// row, or the next call id. Transfer and call ids are unique per worker and sequence.
+    pub fn next_job(&self, rng: &mut fastrand::Rng, worker: u32, seq: u32) -> Job {
+        let rows = i64::from(self.rows());
+        let id = (i64::from(worker) << 32) | i64::from(seq);
+        match self.workload() {
+            Workload::Transfer => {
+                let from = rng.i64(1..=rows);
+                let mut to = rng.i64(1..rows);
+                if to >= from {
+                    to += 1;
+                }
+                Job::Transfer(Transfer {
+                    id,
+                    from,
+                    to,
+                    amount: rng.i64(1..=MAX_AMOUNT),
+                })
+            }
+            Workload::HotRows => Job::Bump(rng.i64(1..=rows)),
+            Workload::History => Job::Record(id),
+        }
+    }
+
+    /// One attempt of `job`; for a history call, the port of the server it ran on (the
+    /// node the commit lands on, if it commits).
+    pub async fn attempt<DB: LabDb>(
+        &self,
+        tx: &mut Transaction<'_, DB>,
+        job: &Job,
+    ) -> Result<Option<i64>, TxError> {
+        match *job {
+            Job::Transfer(t) => self.transfer(tx, &t).await.map(|()| None),
+            Job::Bump(row) => self.bump(tx, row).await.map(|()| None),
+            Job::Record(call_id) => self.record(tx, call_id).await.map(Some),
+        }
+    }
     /// The transfer transaction: read, refuse or debit, credit, ledger row.
-    pub async fn transfer<DB: LabDb>(
+    async fn transfer<DB: LabDb>(
         &self,
         tx: &mut Transaction<'_, DB>,
         t: &Transfer,
@@ -36,7 +107,7 @@ impl Schema {
     }
 
     /// The hot-rows transaction: read the row, add one to it.
-    pub async fn bump<DB: LabDb>(
+    async fn bump<DB: LabDb>(
         &self,
         tx: &mut Transaction<'_, DB>,
         row_id: i64,
@@ -49,7 +120,7 @@ impl Schema {
 
     /// The history transaction: ask the server its port, insert the call's row; returns
     /// the port (the node the commit lands on, if it commits).
-    pub async fn record<DB: LabDb>(
+    async fn record<DB: LabDb>(
         &self,
         tx: &mut Transaction<'_, DB>,
         call_id: i64,
@@ -58,5 +129,38 @@ impl Schema {
         let [port] = DB::fetch_one(tx, s.server_port.clone(), &[]).await?;
         DB::execute(tx, s.insert_history.clone(), &[call_id, port]).await?;
         Ok(port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_stay_in_their_rows_and_ids_are_unique() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let transfers = Schema::new::<sqlx::Sqlite>(Workload::Transfer, 2);
+        let mut ids = std::collections::HashSet::new();
+        for seq in 0..200 {
+            let Job::Transfer(t) = transfers.next_job(&mut rng, 3, seq) else {
+                panic!("a transfer workload makes transfers");
+            };
+            assert!(t.from != t.to && (1..=2).contains(&t.from) && (1..=2).contains(&t.to));
+            assert!((1..=MAX_AMOUNT).contains(&t.amount));
+            assert_eq!(Job::Transfer(t).contends_on(), vec![t.from, t.to]);
+            assert!(
+                ids.insert(Job::Transfer(t).key()),
+                "transfer ids are unique"
+            );
+        }
+        let hot = Schema::new::<sqlx::Sqlite>(Workload::HotRows, 4);
+        let job = hot.next_job(&mut rng, 0, 0);
+        assert!(matches!(job, Job::Bump(1..=4)) && job.contends_on() == vec![job.key()]);
+        let history = Schema::new::<sqlx::Sqlite>(Workload::History, 1);
+        let (a, b) = (
+            history.next_job(&mut rng, 1, 5),
+            history.next_job(&mut rng, 2, 5),
+        );
+        assert!(a.key() != b.key() && a.contends_on().is_empty());
     }
 }
