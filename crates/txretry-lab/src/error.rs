@@ -1,17 +1,16 @@
 //! What a lab transaction can fail with: a database error, or a business refusal.
 
-use std::error::Error;
-use std::fmt;
-
 /// The error type of every lab transaction.
 ///
 /// `source()` returns the sqlx error itself, so txretry's classifier (which looks at the
 /// error and one level of `source()`) finds the driver's code behind the wrapper.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum TxError {
     /// The database said no.
-    Db(sqlx::Error),
+    #[error("database error: {}", describe(.0))]
+    Db(#[from] sqlx::Error),
     /// The payer's balance was below the amount: a real outcome, never retried.
+    #[error("insufficient funds: account {account} holds {balance}, transfer needs {amount}")]
     InsufficientFunds {
         /// The paying account.
         account: i64,
@@ -20,24 +19,6 @@ pub enum TxError {
         /// What the transfer wanted to move.
         amount: i64,
     },
-}
-
-impl fmt::Display for TxError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TxError::Db(e) => write!(f, "database error: {}", describe(e)),
-            TxError::InsufficientFunds {
-                account,
-                balance,
-                amount,
-            } => {
-                write!(
-                    f,
-                    "insufficient funds: account {account} holds {balance}, transfer needs {amount}"
-                )
-            }
-        }
-    }
 }
 
 /// A driver error as the lab prints it: a database's own message and code, without what
@@ -53,24 +34,10 @@ pub fn describe(e: &sqlx::Error) -> String {
     }
 }
 
-impl Error for TxError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            TxError::Db(e) => Some(e),
-            TxError::InsufficientFunds { .. } => None,
-        }
-    }
-}
-
-impl From<sqlx::Error> for TxError {
-    fn from(e: sqlx::Error) -> Self {
-        TxError::Db(e)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error;
     use txretry::Verdict;
 
     #[test]

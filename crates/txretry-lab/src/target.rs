@@ -20,32 +20,23 @@ pub enum Target {
 
 /// Why a `--db` value names no database the lab can run on. Its message never contains
 /// the value (it may hold a password).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
     /// `sqlite://` without a path.
+    #[error("an sqlite URL needs a path, e.g. sqlite://lab.db (or plain `sqlite` for a temp file)")]
     SqliteNeedsPath,
     /// A scheme the lab does not know (the scheme, when the value has a plausible one).
+    #[error("{}expected sqlite, sqlite://PATH, postgres://… or mysql://…", unsupported(.0))]
     Unsupported(Option<String>),
 }
 
-impl fmt::Display for TargetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TargetError::SqliteNeedsPath => f.write_str(
-                "an sqlite URL needs a path, e.g. sqlite://lab.db (or plain `sqlite` for a temp file)",
-            ),
-            TargetError::Unsupported(Some(s)) => write!(
-                f,
-                "unsupported database `{s}://`; expected sqlite, sqlite://PATH, postgres://… or mysql://…"
-            ),
-            TargetError::Unsupported(None) => {
-                f.write_str("expected sqlite, sqlite://PATH, postgres://… or mysql://…")
-            }
-        }
-    }
+/// What [`TargetError::Unsupported`] says of the scheme it was given, if any.
+fn unsupported(scheme: &Option<String>) -> String {
+    scheme
+        .as_ref()
+        .map(|s| format!("unsupported database `{s}://`; "))
+        .unwrap_or_default()
 }
-
-impl std::error::Error for TargetError {}
 
 /// Whether a Postgres URL names several hosts: a comma in its host part, or in a `host=`
 /// parameter. The lab opens a `PrimaryPool` on such a URL (it follows the primary).

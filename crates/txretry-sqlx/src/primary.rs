@@ -2,7 +2,6 @@
 //! `target_session_attrs=read-write` does for one connection: sqlx connects to one host
 //! only (it has no multi-host connect).
 
-use std::error::Error as StdError;
 use std::fmt;
 use std::ops::Deref;
 use std::str::FromStr;
@@ -274,31 +273,19 @@ fn strip_param(path: &str, name: &str) -> String {
 
 /// Why [`PrimaryPool::connect`] failed.
 #[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MultiHostError {
     /// The URL is not a Postgres URL with at least one host; says what is wrong (the URL
     /// itself, which may hold a password, is not repeated).
+    #[error("invalid multi-host Postgres URL: {0}")]
     Url(&'static str),
     /// No host accepted writes within the pool's acquire timeout.
+    #[error("none of the {hosts} hosts accepted writes within the acquire timeout")]
     NoPrimary {
         /// How many hosts were tried.
         hosts: usize,
     },
 }
-
-impl fmt::Display for MultiHostError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MultiHostError::Url(why) => write!(f, "invalid multi-host Postgres URL: {why}"),
-            MultiHostError::NoPrimary { hosts } => write!(
-                f,
-                "none of the {hosts} hosts accepted writes within the acquire timeout"
-            ),
-        }
-    }
-}
-
-impl StdError for MultiHostError {}
 
 /// A new connection of a [`PrimaryPool`] reached a host that does not accept writes (a
 /// standby, or a primary being demoted). Its code is Postgres' own for a write refused on
