@@ -90,7 +90,7 @@ pub fn main(command: &RunCommand) -> ExitCode {
         let run = bench.find_subcommand_mut("run").map(|c| c.clone());
         clap_exit(&run.unwrap_or(bench).error(kind, message))
     };
-    let target = match checked_target(&command.run) {
+    let target = match checked_target(&command.run.db, command.run.workload, command.run.rows) {
         Ok(target) => target,
         Err((kind, message)) => return usage(kind, message),
     };

@@ -37,7 +37,9 @@ use txretry_lab::report::Setup;
 use txretry_lab::run::RunSpec;
 use txretry_lab::signals::{self, CtrlC};
 use txretry_lab::target::Target;
-use txretry_lab::{EXIT_INTERRUPTED, EXIT_INVARIANT_FAILED, EXIT_NOT_RUN, clap_exit};
+use txretry_lab::{
+    EXIT_INTERRUPTED, EXIT_INVARIANT_FAILED, EXIT_NOT_RUN, checked_target, clap_exit,
+};
 
 /// The isolation a sweep runs at on a server when `--isolation` is not given: the level at
 /// which a read-then-write transaction conflicts instead of queueing.
@@ -52,25 +54,11 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         let sweep = command.find_subcommand_mut("sweep").map(|c| c.clone());
         clap_exit(&sweep.unwrap_or(command).error(kind, message))
     };
-    let target = match Target::parse(&args.db) {
+    let target = match checked_target(&args.db, args.workload, args.rows) {
         Ok(target) => target,
-        // The message never contains the value: it may hold a password.
-        Err(why) => {
-            return usage(
-                ErrorKind::InvalidValue,
-                format!("invalid value for '--db <DB>': {why}"),
-            );
-        }
+        Err((kind, message)) => return usage(kind, message),
     };
     let rows = args.rows.unwrap_or_else(|| args.workload.default_rows());
-    if rows < args.workload.min_rows() {
-        let message = format!(
-            "--workload {} needs --rows {} or more (got {rows})",
-            args.workload.as_str(),
-            args.workload.min_rows()
-        );
-        return usage(ErrorKind::ValueValidation, message);
-    }
     // Checked before the sweep, so a path that cannot be written fails now, not after it.
     let plot = match &args.plot {
         None => None,

@@ -27,7 +27,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 
-use crate::cli::RunArgs;
+use crate::cli::Workload;
 use crate::lab::Fatal;
 use crate::report::RunReport;
 use crate::target::Target;
@@ -71,22 +71,26 @@ pub fn clap_exit(error: &clap::Error) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// The target `args` name, checked with the rest of what can be checked before anything
-/// connects; else a usage error's kind and message (which never hold the URL: it may hold
-/// a password).
-pub fn checked_target(args: &RunArgs) -> Result<Target, (ErrorKind, String)> {
-    let target = Target::parse(&args.db).map_err(|why| {
+/// The target `db` names, and `rows` (or the workload's default) checked against what
+/// `workload` needs: what can be checked before anything connects. Else a usage error's
+/// kind and message (which never hold the URL: it may hold a password).
+pub fn checked_target(
+    db: &str,
+    workload: Workload,
+    rows: Option<u32>,
+) -> Result<Target, (ErrorKind, String)> {
+    let target = Target::parse(db).map_err(|why| {
         (
             ErrorKind::InvalidValue,
             format!("invalid value for '--db <DB>': {why}"),
         )
     })?;
-    let rows = args.rows.unwrap_or_else(|| args.workload.default_rows());
-    if rows < args.workload.min_rows() {
+    let rows = rows.unwrap_or_else(|| workload.default_rows());
+    if rows < workload.min_rows() {
         let message = format!(
             "--workload {} needs --rows {} or more (got {rows})",
-            args.workload.as_str(),
-            args.workload.min_rows()
+            workload.as_str(),
+            workload.min_rows()
         );
         return Err((ErrorKind::ValueValidation, message));
     }

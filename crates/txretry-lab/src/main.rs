@@ -38,7 +38,7 @@ fn main() -> ExitCode {
         Err(e) => return clap_exit(&e),
     };
     let usage = |kind: ErrorKind, message: String| clap_exit(&Cli::command().error(kind, message));
-    let target = match checked_target(&cli.run) {
+    let target = match checked_target(&cli.run.db, cli.run.workload, cli.run.rows) {
         Ok(target) => target,
         Err((kind, message)) => return usage(kind, message),
     };

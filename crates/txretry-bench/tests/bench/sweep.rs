@@ -272,6 +272,10 @@ fn bad_lists_and_counts_are_refused() {
         &["--workload", "transfer", "--rows", "1"],
         "--rows 2 or more",
     );
+    assert_refused(
+        &["--db", "oracle://h/db"],
+        "unsupported database `oracle://`",
+    );
 }
 
 #[test]
