@@ -60,7 +60,7 @@ pub fn hints(setup: &Setup, reports: &[RunReport], facts: &Facts) -> Vec<String>
 /// (then the typical commit was quick but one in twenty waited for the detector, often
 /// several times over).
 fn near_deadlock_timeout(r: &RunReport, deadlock_timeout: Duration) -> Option<String> {
-    if r.engine != "postgres" {
+    if r.setup.engine != "postgres" {
         return None;
     }
     let dt_ms = deadlock_timeout.as_secs_f64() * 1000.0;

@@ -41,8 +41,9 @@ pub struct Appendix {
 /// [`Setup::isolation`] when no level was set and the server did not name its default.
 pub const SERVER_DEFAULT: &str = "server-default";
 
-/// Where and how the runs ran: the same for every run of one invocation.
-#[derive(Clone, Debug)]
+/// Where and how the runs ran: the same for every run of one invocation, and in each
+/// run's JSON object.
+#[derive(Clone, Debug, Serialize)]
 pub struct Setup {
     /// The database, password redacted.
     pub db: String,
@@ -59,10 +60,17 @@ pub struct Setup {
     pub rows: u32,
     /// Concurrent workers (in each process).
     pub workers: usize,
-    /// Processes that ran the workload at once (`--processes`).
+    /// Processes that ran the workload at once (`--processes`), each with `workers`
+    /// workers; a run's counts are their sums, its percentiles those of every process's
+    /// commits together.
     pub processes: usize,
-    /// The requested duration of each run.
+    /// The requested duration of each run (in JSON: `duration_s`, seconds).
+    #[serde(rename = "duration_s", serialize_with = "seconds")]
     pub duration: std::time::Duration,
+}
+
+fn seconds<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 /// One run, as the JSON array holds it. Rates and percentiles are `null` when undefined
@@ -73,25 +81,9 @@ pub struct RunReport {
     pub policy: &'static str,
     /// What the preset does.
     pub policy_description: String,
-    /// The database, password redacted.
-    pub db: String,
-    /// `sqlite`, `postgres` or `mysql`.
-    pub engine: &'static str,
-    /// `transfer` or `hot-rows`.
-    pub workload: &'static str,
-    /// Isolation level.
-    pub isolation: String,
-    /// SQLite's begin behaviour (`null` on other engines).
-    pub sqlite_begin: Option<&'static str>,
-    /// Accounts or hot rows.
-    pub rows: u32,
-    /// Concurrent workers in each process.
-    pub workers: usize,
-    /// Processes that ran the workload at once, each with `workers` workers; the counts
-    /// are their sums, the percentiles those of every process's commits together.
-    pub processes: usize,
-    /// Requested duration, seconds.
-    pub duration_s: f64,
+    /// Where and how it ran (its keys join the object).
+    #[serde(flatten)]
+    pub setup: Setup,
     /// Measured duration (until the last transaction ended), seconds.
     pub elapsed_s: f64,
     /// Transactions committed.
@@ -152,15 +144,7 @@ impl RunReport {
         RunReport {
             policy: result.preset.name(),
             policy_description: result.preset.describe(),
-            db: setup.db.clone(),
-            engine: setup.engine,
-            workload: setup.workload,
-            isolation: setup.isolation.clone(),
-            sqlite_begin: setup.sqlite_begin,
-            rows: setup.rows,
-            workers: setup.workers,
-            processes: setup.processes,
-            duration_s: setup.duration.as_secs_f64(),
+            setup: setup.clone(),
             elapsed_s: round(elapsed, 3),
             committed: t.committed,
             business_failed: t.business_failed,
@@ -210,15 +194,16 @@ impl RunReport {
     /// How far the run overran its duration, when it did by more than a rounding: the
     /// transactions in flight at the deadline finish first (retries and waits included).
     pub fn overran(&self) -> Option<String> {
-        let over = self.elapsed_s - self.duration_s;
+        let asked = self.setup.duration.as_secs_f64();
+        let over = self.elapsed_s - asked;
         let in_flight = match &self.appendix {
             Some(a) if !a.in_flight.is_empty() => format!("{} and transactions", a.in_flight),
             _ => "transactions".to_owned(),
         };
-        (over > (self.duration_s * 0.1).max(0.25)).then(|| {
+        (over > (asked * 0.1).max(0.25)).then(|| {
             format!(
                 "ran {:.1}s of the {:.1}s asked: {in_flight} in flight at the deadline finish first, retries and waits included",
-                self.elapsed_s, self.duration_s
+                self.elapsed_s, asked
             )
         })
     }
@@ -303,5 +288,5 @@ fn verdict(ok: bool) -> &'static str {
 
 /// Whether the workload can refuse a transaction for a business reason (transfer can).
 fn has_business_failures(r: &RunReport) -> bool {
-    r.workload == "transfer"
+    r.setup.workload == "transfer"
 }
