@@ -11,6 +11,7 @@ use txretry::TransientKind;
 use txretry_lab::backend::LabDb;
 use txretry_lab::events::unix_ms;
 use txretry_lab::lab::{Fatal, InProcess, Interrupts, Place};
+use txretry_lab::presets::{HA_MAX_OUTAGE, Preset};
 use txretry_lab::report::Appendix;
 use txretry_lab::run::{RunResult, RunSpec};
 use txretry_lab::target::Target;
@@ -121,11 +122,20 @@ fn appendix(result: &RunResult, faults: &[FaultTimeline]) -> Appendix {
             .is_some_and(|&n| n > 0)
     });
     let hint = surfaced.then(|| {
-        format!(
-            "hint: {}: failover and connection failures surfaced during the faults: this policy does not retry them;\n      \
-             --policy high-availability rides an outage out (up to 60s, waits of 50ms doubling to 500ms)",
-            result.preset.name()
-        )
+        let policy = result.preset.name();
+        let budget = HA_MAX_OUTAGE.as_secs();
+        if result.preset == Preset::HighAvailability {
+            // It retries them: what surfaced outlasted its failover budget.
+            format!(
+                "hint: {policy}: failover and connection failures surfaced during the faults: \
+                 an outage outlasted the policy's failover budget ({budget}s)"
+            )
+        } else {
+            format!(
+                "hint: {policy}: failover and connection failures surfaced during the faults: this policy does not retry them;\n      \
+                 --policy high-availability rides an outage out (up to {budget}s, waits of 50ms doubling to 500ms)"
+            )
+        }
     });
     Appendix {
         json,
@@ -139,7 +149,6 @@ fn appendix(result: &RunResult, faults: &[FaultTimeline]) -> Appendix {
 mod tests {
     use super::*;
     use std::time::SystemTime;
-    use txretry_lab::presets::Preset;
     use txretry_lab::stats::{RetryCounter, Tally};
     use txretry_lab::workload::check_history;
 
@@ -205,5 +214,18 @@ mod tests {
                 .hint
                 .is_none()
         );
+        // The high-availability preset retries them: what surfaced outlasted its budget,
+        // and the hint does not send the reader to the preset that just ran.
+        let ha = RunResult {
+            preset: Preset::HighAvailability,
+            ..result(&[("connection", 1)])
+        };
+        let hint = appendix(&ha, &[timeline()]).hint.expect("a hint");
+        assert!(hint.contains("high-availability: "), "{hint}");
+        assert!(
+            hint.contains("outlasted the policy's failover budget (60s)"),
+            "{hint}"
+        );
+        assert!(!hint.contains("does not retry"), "{hint}");
     }
 }
