@@ -134,7 +134,7 @@ fn still_lost(reports: &[RunReport]) -> impl Iterator<Item = String> + '_ {
 mod tests {
     use super::*;
     use crate::presets::Preset;
-    use crate::run::RunResult;
+    use crate::run::{Measured, RunResult};
     use crate::stats::{RetryCounter, Tally};
     use crate::workload::Invariant;
     use txretry::Verdict;
@@ -167,25 +167,14 @@ mod tests {
         for _ in 0..failed {
             tally.record_failure(Verdict::Transient(TransientKind::Busy), || "busy".into());
         }
-        RunReport::new(
-            setup,
-            RunResult {
-                preset,
-                tally,
-                retries: counter,
-                elapsed: Duration::from_secs(1),
-                invariant: Invariant {
-                    counts: None,
-                    ok: true,
-                    detail: "fine".into(),
-                },
-                interrupted: false,
-                committed_by_process: Vec::new(),
-                started: std::time::SystemTime::now(),
-                failures: Vec::new(),
-                appendix: None,
-            },
-        )
+        let measured = Measured {
+            tally,
+            retries: counter,
+            elapsed: Duration::from_secs(1),
+            ..Measured::default()
+        };
+        let result = RunResult::new(preset, measured, Invariant::passed("fine".into()));
+        RunReport::new(setup, result)
     }
 
     /// A Postgres server with the default `deadlock_timeout` (1 s).

@@ -16,7 +16,7 @@ mod tests {
     use super::*;
     use crate::presets::Preset;
     use crate::report::Setup;
-    use crate::run::RunResult;
+    use crate::run::{Measured, RunResult};
     use crate::stats::{RetryCounter, Tally};
     use crate::workload::Invariant;
     use std::time::Duration;
@@ -36,23 +36,19 @@ mod tests {
     }
 
     fn result(retries: RetryCounter, invariant: Invariant) -> RunResult {
-        RunResult {
-            preset: Preset::ExpJitter,
-            tally: Tally {
-                committed: 2,
-                attempts: 3,
-                latencies: [1500, 2500].into_iter().collect(),
-                ..Tally::default()
-            },
+        let tally = Tally {
+            committed: 2,
+            attempts: 3,
+            latencies: [1500, 2500].into_iter().collect(),
+            ..Tally::default()
+        };
+        let measured = Measured {
+            tally,
             retries,
             elapsed: Duration::from_secs(1),
-            invariant,
-            interrupted: false,
-            committed_by_process: Vec::new(),
-            started: std::time::SystemTime::now(),
-            failures: Vec::new(),
-            appendix: None,
-        }
+            ..Measured::default()
+        };
+        RunResult::new(Preset::ExpJitter, measured, invariant)
     }
 
     #[test]
@@ -60,14 +56,7 @@ mod tests {
         let setup = setup();
         let retries = RetryCounter::default();
         retries.record(Some(txretry::TransientKind::SerializationFailure));
-        let result = result(
-            retries,
-            Invariant {
-                counts: None,
-                ok: true,
-                detail: "fine".into(),
-            },
-        );
+        let result = result(retries, Invariant::passed("fine".into()));
         let text = render(&[RunReport::new(&setup, result)]);
         let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         let run = &value[0];
@@ -107,7 +96,7 @@ mod tests {
     fn an_appendix_joins_the_json_and_the_text_scrubbed_and_history_counts() {
         use crate::report::{Appendix, appendix_text};
         use crate::workload::check_history;
-        let mut result = result(
+        let mut faulted = result(
             RetryCounter::default(),
             check_history(&[1, 2], &[1, 2], &[], 5452),
         );
@@ -116,14 +105,14 @@ mod tests {
             "faults".into(),
             serde_json::json!([{ "extra_ms": 200, "error": "no route to u:hunter2@h" }]),
         );
-        result.appendix = Some(Appendix {
+        faulted.appendix = Some(Appendix {
             json,
             text: "  #1 switchover as u:hunter2@h saw it\n".into(),
             hint: None,
             in_flight: "a fault",
         });
         let target = crate::target::Target::parse("postgres://u:hunter2@h/db").expect("a URL");
-        let report = RunReport::new(&setup(), result).scrubbed(&target);
+        let report = RunReport::new(&setup(), faulted).scrubbed(&target);
         let value: serde_json::Value =
             serde_json::from_str(&render(std::slice::from_ref(&report))).expect("valid JSON");
         assert_eq!(value[0]["history"]["lost"], 0);
@@ -135,14 +124,7 @@ mod tests {
         // A run with nothing beside it appends nothing, and its JSON has neither key.
         let plain = RunReport::new(
             &setup(),
-            super::tests::result(
-                RetryCounter::default(),
-                Invariant {
-                    counts: None,
-                    ok: true,
-                    detail: "fine".into(),
-                },
-            ),
+            result(RetryCounter::default(), Invariant::passed("fine".into())),
         );
         assert_eq!(appendix_text(&plain), "");
         let value: serde_json::Value = serde_json::from_str(&render(&[plain])).expect("valid JSON");

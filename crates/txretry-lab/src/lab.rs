@@ -26,6 +26,17 @@ use crate::target::Target;
 #[derive(Debug)]
 pub struct Fatal(pub String);
 
+impl Fatal {
+    /// The run's tables could not be set up on `target`.
+    pub fn setup(target: &Target, spec: &RunSpec, e: &sqlx::Error) -> Fatal {
+        let workload = spec.workload.as_str();
+        Fatal(target.scrub(&format!(
+            "could not set up the {workload} tables: {}",
+            describe(e)
+        )))
+    }
+}
+
 /// Ctrl-C as a run sees it.
 #[derive(Clone, Debug)]
 pub struct Interrupts {
@@ -92,13 +103,8 @@ impl Place for InProcess {
         stop: &Arc<AtomicBool>,
         _interrupts: &Interrupts,
     ) -> Result<Option<RunResult>, Fatal> {
-        run(pool, spec, stop).await.map(Some).map_err(|e| {
-            Fatal(target.scrub(&format!(
-                "could not set up the {} tables: {}",
-                spec.workload.as_str(),
-                describe(&e)
-            )))
-        })
+        let result = run(pool, spec, stop).await;
+        result.map(Some).map_err(|e| Fatal::setup(target, spec, &e))
     }
 }
 

@@ -42,7 +42,7 @@ pub struct RunSpec {
     /// The number of this process's first worker among every process's workers (0 in a
     /// single-process run): transfer ids stay unique across processes.
     pub first_worker: u32,
-    /// Whether to note every failed attempt with its time ([`RunResult::failures`]), for
+    /// Whether to note every failed attempt with its time ([`Measured::failures`]), for
     /// lining the run up with what happened beside it (the bench's `--fault`).
     pub timed: bool,
     /// While set, the run goes on past its deadline: something beside it (a fault's
@@ -80,32 +80,35 @@ impl RunSpec {
     }
 }
 
-/// What a run measured.
+/// What a run measured, and what the check of its tables found.
 #[derive(Debug)]
 pub struct RunResult {
     /// The strategy that ran.
     pub preset: Preset,
-    /// Every worker's counts, merged.
-    pub tally: Tally,
-    /// Retries by kind, from the policy's hook.
-    pub retries: RetryCounter,
-    /// From the first transaction's start until the last worker finished.
-    pub elapsed: Duration,
+    /// What the workers did (with several processes: all of them, merged).
+    pub measured: Measured,
     /// The check of the tables afterwards.
     pub invariant: Invariant,
-    /// Whether Ctrl-C cut the run short.
-    pub interrupted: bool,
     /// With several processes: each one's commits, in process order (empty otherwise).
     pub committed_by_process: Vec<u64>,
-    /// When the first transaction started (wall clock).
-    pub started: SystemTime,
-    /// With [`RunSpec::timed`]: every failed attempt, with its time (empty otherwise).
-    pub failures: Vec<Failure>,
     /// What the place adds to the report (the bench's fault timelines).
     pub appendix: Option<Appendix>,
 }
 
-/// What the workers of one process did: everything but the invariant check.
+impl RunResult {
+    /// The result of a run in one process, with nothing appended.
+    pub fn new(preset: Preset, measured: Measured, invariant: Invariant) -> RunResult {
+        RunResult {
+            preset,
+            measured,
+            invariant,
+            committed_by_process: Vec::new(),
+            appendix: None,
+        }
+    }
+}
+
+/// What the workers of a run did: everything but the invariant check.
 #[derive(Debug)]
 pub struct Measured {
     /// Every worker's counts, merged.
@@ -116,10 +119,24 @@ pub struct Measured {
     pub started: SystemTime,
     /// From the first transaction's start until the last worker finished.
     pub elapsed: Duration,
-    /// Whether a stop request cut the run short.
+    /// Whether a stop request (Ctrl-C) cut the run short.
     pub interrupted: bool,
-    /// With [`RunSpec::timed`]: every failed attempt, with its time.
+    /// With [`RunSpec::timed`]: every failed attempt, with its time (empty otherwise).
     pub failures: Vec<Failure>,
+}
+
+/// Nothing measured: no counts, started at the epoch, no time elapsed.
+impl Default for Measured {
+    fn default() -> Self {
+        Measured {
+            tally: Tally::default(),
+            retries: RetryCounter::default(),
+            started: SystemTime::UNIX_EPOCH,
+            elapsed: Duration::ZERO,
+            interrupted: false,
+            failures: Vec::new(),
+        }
+    }
 }
 
 /// The pause between two tries of the invariant check ([`RunSpec::check_tries`]).
@@ -163,10 +180,7 @@ pub async fn run<DB: LabDb>(
     stop: &Arc<AtomicBool>,
 ) -> Result<RunResult, sqlx::Error> {
     let schema = Arc::new(Schema::new::<DB>(spec.workload, spec.rows));
-    if let Err(e) = schema.create(pool).await {
-        let _ = schema.drop_tables(pool).await;
-        return Err(e);
-    }
+    schema.create(pool).await?;
     let measured = drive(pool, &schema, spec, stop, spec.preset.name()).await;
     if signals::quitting() {
         // Aborted transactions: nothing complete to check. Drop the tables, but do not
@@ -178,22 +192,8 @@ pub async fn run<DB: LabDb>(
                 schema.prefix()
             ),
         }
-        return Ok(RunResult {
-            preset: spec.preset,
-            tally: measured.tally,
-            retries: measured.retries,
-            elapsed: measured.elapsed,
-            invariant: Invariant {
-                counts: None,
-                ok: true,
-                detail: "not checked: quit".into(),
-            },
-            interrupted: true,
-            committed_by_process: Vec::new(),
-            started: measured.started,
-            failures: measured.failures,
-            appendix: None,
-        });
+        let invariant = Invariant::passed("not checked: quit".into());
+        return Ok(RunResult::new(spec.preset, measured, invariant));
     }
     // What runs beside the run (a fault's command) finishes before the check, so that the
     // check reads the final primary, even when Ctrl-C stopped the workers early.
@@ -204,51 +204,38 @@ pub async fn run<DB: LabDb>(
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let tries = spec.check_tries.max(1);
-    let mut invariant = None;
-    for attempt in 1..=tries {
-        match schema
-            .check(
-                pool,
-                &measured.tally.committed_keys,
-                &measured.tally.maybe_committed_keys,
-            )
-            .await
-        {
-            Ok(found) => {
-                invariant = Some(found);
-                break;
-            }
-            Err(e) if attempt == tries => {
-                invariant = Some(Invariant {
-                    counts: None,
-                    ok: false,
-                    detail: format!("could not check the tables: {}", describe(&e)),
-                });
-            }
-            Err(_) => tokio::time::sleep(CHECK_PAUSE).await,
-        }
-    }
-    let invariant = invariant.unwrap_or_else(|| unreachable!("at least one try"));
+    let invariant = check(pool, &schema, &measured.tally, spec.check_tries).await;
     // Best effort: a table left behind is named txlab_<pid>_<run>_… and harms nothing.
-    for _ in 0..tries {
+    for _ in 0..spec.check_tries.max(1) {
         if schema.drop_tables(pool).await.is_ok() {
             break;
         }
         tokio::time::sleep(CHECK_PAUSE).await;
     }
-    Ok(RunResult {
-        preset: spec.preset,
-        tally: measured.tally,
-        retries: measured.retries,
-        elapsed: measured.elapsed,
-        invariant,
-        interrupted: measured.interrupted,
-        committed_by_process: Vec::new(),
-        started: measured.started,
-        failures: measured.failures,
-        appendix: None,
-    })
+    Ok(RunResult::new(spec.preset, measured, invariant))
+}
+
+/// The invariant check of `schema`'s tables after the commits `tally` counted, tried up to
+/// `tries` times (at least once) while the tables cannot be read; a failed check when they
+/// never could.
+pub async fn check<DB: LabDb>(
+    pool: &Pool<DB>,
+    schema: &Schema,
+    tally: &Tally,
+    tries: u32,
+) -> Invariant {
+    let (committed, maybe) = (&tally.committed_keys, &tally.maybe_committed_keys);
+    let mut attempt = 1;
+    loop {
+        match schema.check(pool, committed, maybe).await {
+            Ok(found) => return found,
+            Err(e) if attempt >= tries => {
+                return Invariant::failed(format!("could not check the tables: {}", describe(&e)));
+            }
+            Err(_) => tokio::time::sleep(CHECK_PAUSE).await,
+        }
+        attempt += 1;
+    }
 }
 
 /// Runs `spec`'s workers on tables that exist already, until the time is up or `stop`

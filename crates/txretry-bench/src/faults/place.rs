@@ -96,9 +96,9 @@ impl Place for Faulted {
         };
         let faults = timelines(
             &injected,
-            &result.tally.commits,
-            &result.failures,
-            unix_ms(result.started),
+            &result.measured.tally.commits,
+            &result.measured.failures,
+            unix_ms(result.measured.started),
         );
         result.appendix = Some(appendix(&result, &faults));
         Ok(Some(result))
@@ -116,6 +116,7 @@ fn appendix(result: &RunResult, faults: &[FaultTimeline]) -> Appendix {
     let outage = [TransientKind::Failover, TransientKind::Connection];
     let surfaced = outage.iter().any(|k| {
         result
+            .measured
             .tally
             .failed_by_kind
             .get(k.as_str())
@@ -148,27 +149,23 @@ fn appendix(result: &RunResult, faults: &[FaultTimeline]) -> Appendix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::SystemTime;
-    use txretry_lab::stats::{RetryCounter, Tally};
+    use txretry_lab::run::Measured;
+    use txretry_lab::stats::Tally;
     use txretry_lab::workload::check_history;
 
     fn result(failed: &[(&str, u64)]) -> RunResult {
-        RunResult {
-            preset: Preset::Default,
-            tally: Tally {
-                committed: 2,
-                failed_by_kind: failed.iter().map(|&(k, n)| (k.to_owned(), n)).collect(),
-                ..Tally::default()
-            },
-            retries: RetryCounter::default(),
+        let tally = Tally {
+            committed: 2,
+            failed_by_kind: failed.iter().map(|&(k, n)| (k.to_owned(), n)).collect(),
+            ..Tally::default()
+        };
+        let measured = Measured {
+            tally,
             elapsed: Duration::from_secs(1),
-            invariant: check_history(&[1, 2], &[1, 2], &[], 5452),
-            interrupted: false,
-            committed_by_process: Vec::new(),
-            started: SystemTime::now(),
-            failures: Vec::new(),
-            appendix: None,
-        }
+            ..Measured::default()
+        };
+        let invariant = check_history(&[1, 2], &[1, 2], &[], 5452);
+        RunResult::new(Preset::Default, measured, invariant)
     }
 
     fn timeline() -> FaultTimeline {

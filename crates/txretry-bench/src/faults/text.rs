@@ -68,7 +68,7 @@ pub fn faults(r: &RunResult, faults: &[FaultTimeline]) -> String {
             nonzero(&f.failed_by_kind)
         );
     }
-    let t = &r.tally;
+    let t = &r.measured.tally;
     let ambiguous = t.failed_by_kind.get(AMBIGUOUS).copied().unwrap_or(0);
     let _ = match &r.invariant.counts {
         Some(h) => writeln!(

@@ -13,12 +13,11 @@ use super::{CHILD_DB_ENV, ChildReport, GO, READY, READY_TIMEOUT, STDERR_TAIL, ST
 use txretry_lab::backend::LabDb;
 use txretry_lab::cli::RunArgs;
 use txretry_lab::duration::format_duration;
-use txretry_lab::error;
 use txretry_lab::lab::{Fatal, Interrupts};
 use txretry_lab::progress::Progress;
-use txretry_lab::run::{RunResult, RunSpec};
+use txretry_lab::run::{RunResult, RunSpec, check};
 use txretry_lab::target::Target;
-use txretry_lab::workload::{Invariant, Schema};
+use txretry_lab::workload::Schema;
 
 /// What the children are to run, besides the preset.
 #[derive(Clone, Copy, Debug)]
@@ -42,44 +41,15 @@ pub(super) async fn run_processes<DB: LabDb>(
     interrupts: &Interrupts,
 ) -> Result<Option<RunResult>, Fatal> {
     let schema = Schema::new::<DB>(spec.workload, spec.rows);
-    if let Err(e) = schema.create(pool).await {
-        let _ = schema.drop_tables(pool).await;
-        return Err(Fatal(target.scrub(&format!(
-            "could not set up the {} tables: {}",
-            spec.workload.as_str(),
-            error::describe(&e)
-        ))));
-    }
+    (schema.create(pool).await).map_err(|e| Fatal::setup(target, spec, &e))?;
     let outcome = supervise(fleet, spec, schema.prefix(), interrupts).await;
     let result = match outcome {
         Ok(Some(reports)) => match aggregate(reports) {
-            Ok(all) => {
-                let invariant = match schema
-                    .check(
-                        pool,
-                        &all.tally.committed_keys,
-                        &all.tally.maybe_committed_keys,
-                    )
-                    .await
-                {
-                    Ok(invariant) => invariant,
-                    Err(e) => Invariant {
-                        counts: None,
-                        ok: false,
-                        detail: format!("could not check the tables: {}", error::describe(&e)),
-                    },
-                };
+            Ok((all, committed_by_process)) => {
+                let invariant = check(pool, &schema, &all.tally, 1).await;
                 Ok(Some(RunResult {
-                    preset: spec.preset,
-                    tally: all.tally,
-                    retries: all.retries,
-                    elapsed: all.elapsed,
-                    invariant,
-                    interrupted: all.interrupted,
-                    committed_by_process: all.committed_by_process,
-                    started: all.started,
-                    failures: Vec::new(),
-                    appendix: None,
+                    committed_by_process,
+                    ..RunResult::new(spec.preset, all, invariant)
                 }))
             }
             Err(why) => Err(Fatal(format!(

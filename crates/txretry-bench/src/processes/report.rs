@@ -1,7 +1,7 @@
 //! What a child reports (one line of JSON) and how the parent merges the reports.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -75,29 +75,13 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// Several children's reports merged into one run's numbers.
-#[derive(Debug)]
-pub struct Aggregate {
-    /// Every child's counts, samples and committed keys.
-    pub tally: Tally,
-    /// Every child's retries.
-    pub retries: RetryCounter,
-    /// From the earliest child's start to the latest child's end.
-    pub elapsed: Duration,
-    /// When the earliest child started (the epoch when there was none).
-    pub started: SystemTime,
-    /// Whether any child was cut short.
-    pub interrupted: bool,
-    /// Each child's commits, in the order of the reports.
-    pub committed_by_process: Vec<u64>,
-}
-
 /// Merges the children's reports: counts add up, latency histograms merge and committed keys
 /// are pooled (percentiles are then computed over all of them, not averaged), and the elapsed
 /// time is the span from the first child's start to the last one's end, by the wall
 /// clock they share (or the longest child's own time, should the clock have been stepped
-/// meanwhile: a span shorter than that, or over twice it).
-pub fn aggregate(reports: Vec<ChildReport>) -> Result<Aggregate, String> {
+/// meanwhile: a span shorter than that, or over twice it). Also each child's commits, in
+/// the order of the reports.
+pub fn aggregate(reports: Vec<ChildReport>) -> Result<(Measured, Vec<u64>), String> {
     let mut tally = Tally::default();
     let retries = RetryCounter::default();
     let mut interrupted = false;
@@ -130,19 +114,20 @@ pub fn aggregate(reports: Vec<ChildReport>) -> Result<Aggregate, String> {
     } else {
         longest
     };
-    Ok(Aggregate {
+    let started = if first_start == u64::MAX {
+        0
+    } else {
+        first_start
+    };
+    let measured = Measured {
         tally,
         retries,
         elapsed: Duration::from_micros(elapsed),
-        started: UNIX_EPOCH
-            + Duration::from_micros(if first_start == u64::MAX {
-                0
-            } else {
-                first_start
-            }),
+        started: UNIX_EPOCH + Duration::from_micros(started),
         interrupted,
-        committed_by_process,
-    })
+        failures: Vec::new(),
+    };
+    Ok((measured, committed_by_process))
 }
 
 /// [`Latencies`] on the wire: base64 of the histogram's V2 encoding, a few hundred bytes
@@ -226,7 +211,7 @@ mod tests {
         let mut b = report(1_010_000, 5_000_000, 2, vec![10_000, 4_000], vec![3, 1]);
         b.interrupted = true;
         b.failed_by_kind.insert("permanent".into(), 1);
-        let all = aggregate(vec![a, b]).expect("merges");
+        let (all, committed_by_process) = aggregate(vec![a, b]).expect("merges");
         let t = &all.tally;
         assert_eq!(t.committed, 5);
         assert_eq!(t.business_failed, 2);
@@ -244,7 +229,7 @@ mod tests {
         assert_eq!(by_kind[txretry_lab::stats::AMBIGUOUS], 2);
         assert_eq!(all.retries.total(), 4);
         assert!(all.interrupted);
-        assert_eq!(all.committed_by_process, vec![3, 2]);
+        assert_eq!(committed_by_process, vec![3, 2]);
         // From the first start to the last end.
         assert_eq!(all.elapsed, Duration::from_micros(5_010_000));
         assert_eq!(t.committed_keys.len(), 5);
@@ -260,14 +245,14 @@ mod tests {
         let a = report(1_000_000, 2_000_000, 1, vec![1], vec![1]);
         let b = report(900_000_000, 2_500_000, 1, vec![1], vec![1]);
         assert_eq!(
-            aggregate(vec![a.clone(), b]).expect("merges").elapsed,
+            aggregate(vec![a.clone(), b]).expect("merges").0.elapsed,
             Duration::from_micros(2_500_000)
         );
         assert_eq!(
-            aggregate(vec![a]).expect("merges").elapsed,
+            aggregate(vec![a]).expect("merges").0.elapsed,
             Duration::from_secs(2)
         );
-        assert_eq!(aggregate(Vec::new()).expect("empty").tally.committed, 0);
+        assert_eq!(aggregate(Vec::new()).expect("empty").0.tally.committed, 0);
     }
 
     #[test]

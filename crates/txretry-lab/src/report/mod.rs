@@ -137,10 +137,11 @@ pub struct RunReport {
 impl RunReport {
     /// The report of `result`, run with `setup`.
     pub fn new(setup: &Setup, mut result: RunResult) -> RunReport {
-        let t = &mut result.tally;
+        let measured = &mut result.measured;
+        let t = &mut measured.tally;
         let latency = Percentiles::of(&t.latencies);
-        let elapsed = result.elapsed.as_secs_f64();
-        let retries = result.retries.total();
+        let elapsed = measured.elapsed.as_secs_f64();
+        let retries = measured.retries.total();
         RunReport {
             policy: result.preset.name(),
             policy_description: result.preset.describe(),
@@ -154,7 +155,7 @@ impl RunReport {
             attempts: t.attempts,
             attempts_per_commit: ratio(t.attempts, t.committed).map(|r| round(r, 3)),
             retries,
-            retries_by_kind: result.retries.by_kind(),
+            retries_by_kind: measured.retries.by_kind(),
             retries_per_commit: ratio(retries, t.committed).map(|r| round(r, 3)),
             tps: if elapsed > 0.0 {
                 round(t.committed as f64 / elapsed, 1)
@@ -167,7 +168,7 @@ impl RunReport {
             max_ms: latency.max.map(|v| round(v, 3)),
             invariant_ok: result.invariant.ok,
             invariant: result.invariant.detail,
-            interrupted: result.interrupted,
+            interrupted: measured.interrupted,
             committed_by_process: result.committed_by_process,
             history: result.invariant.counts,
             appendix: result.appendix,

@@ -147,23 +147,13 @@ pub fn check_transfer(
     if off > 0 {
         problems.push(format!("{off} balance(s) disagree with the ledger"));
     }
-    if problems.is_empty() {
-        Invariant {
-            counts: None,
-            ok: true,
-            detail: format!(
-                "sum of balances {total} unchanged; {} ledger rows, one per committed transfer; balances match the ledger{}",
-                ledger.len(),
-                landed_note(landed, maybe_ids.len())
-            ),
-        }
-    } else {
-        Invariant {
-            ok: false,
-            detail: problems.join("; "),
-            counts: None,
-        }
-    }
+    outcome(problems, || {
+        format!(
+            "sum of balances {total} unchanged; {} ledger rows, one per committed transfer; balances match the ledger{}",
+            ledger.len(),
+            landed_note(landed, maybe_ids.len())
+        )
+    })
 }
 
 /// The hot-rows invariant: every counter equals the commits on its row, plus at most the
@@ -213,24 +203,23 @@ pub fn check_hot_rows(
             "{off} row(s) whose counter differs from its commits"
         ));
     }
+    outcome(problems, || {
+        format!(
+            "sum of counters {sum} = commits{}; every row matches its commits",
+            landed_note(
+                usize::try_from(sum - committed).unwrap_or(0),
+                maybe_rows.len()
+            )
+        )
+    })
+}
+
+/// Passed, saying `checked`, when there are no `problems`; else failed, naming them all.
+fn outcome(problems: Vec<String>, checked: impl FnOnce() -> String) -> Invariant {
     if problems.is_empty() {
-        Invariant {
-            counts: None,
-            ok: true,
-            detail: format!(
-                "sum of counters {sum} = commits{}; every row matches its commits",
-                landed_note(
-                    usize::try_from(sum - committed).unwrap_or(0),
-                    maybe_rows.len()
-                )
-            ),
-        }
+        Invariant::passed(checked())
     } else {
-        Invariant {
-            ok: false,
-            detail: problems.join("; "),
-            counts: None,
-        }
+        Invariant::failed(problems.join("; "))
     }
 }
 

@@ -90,6 +90,26 @@ pub struct Invariant {
     pub counts: Option<CommitCounts>,
 }
 
+impl Invariant {
+    /// A check that found nothing wrong, saying what it checked.
+    pub fn passed(detail: String) -> Invariant {
+        Invariant {
+            ok: true,
+            detail,
+            counts: None,
+        }
+    }
+
+    /// A check that found something wrong (or could not look), saying what.
+    pub fn failed(detail: String) -> Invariant {
+        Invariant {
+            ok: false,
+            detail,
+            counts: None,
+        }
+    }
+}
+
 /// What the history check counted: every call by how it ended and what the table holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CommitCounts {

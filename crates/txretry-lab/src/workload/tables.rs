@@ -7,8 +7,17 @@ use crate::backend::LabDb;
 use crate::cli::Workload;
 
 impl Schema {
-    /// Creates this run's tables and fills them.
+    /// Creates this run's tables and fills them; when that fails, drops what it made (best
+    /// effort) and returns the error.
     pub async fn create<DB: LabDb>(&self, pool: &Pool<DB>) -> Result<(), sqlx::Error> {
+        let created = self.create_and_fill(pool).await;
+        if created.is_err() {
+            let _ = self.drop_tables(pool).await;
+        }
+        created
+    }
+
+    async fn create_and_fill<DB: LabDb>(&self, pool: &Pool<DB>) -> Result<(), sqlx::Error> {
         let mut conn = pool.acquire().await?;
         let ddl = match self.workload {
             Workload::Transfer => vec![
