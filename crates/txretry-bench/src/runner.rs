@@ -187,12 +187,7 @@ async fn measure<DB: LabDb>(
     };
     let result = run(&pool, &spec, stop).await;
     pool.close().await;
-    let result = result.map_err(|e| {
-        Fatal(target.scrub(&format!(
-            "could not set up the {} tables: {e}",
-            spec.workload.as_str()
-        )))
-    })?;
+    let result = result.map_err(|e| Fatal::setup(target, &spec, &e))?;
     let setup = Setup {
         workers,
         ..plan.setup.clone()
