@@ -16,7 +16,8 @@
 //! - `permits`: the keys' queues in this process, and the [`Permit`] an attempt holds;
 //! - `collisions`: which keys collided lately ([`note_failure`], [`note_busy`]), for
 //!   `only_for_contended_keys` and for Postgres' try-first;
-//! - `database_locks`: the locks of `in_database` and the SQL each engine sends for them.
+//! - `database_locks/`: the locks of `in_database`; the SQL each engine sends for them in
+//!   `postgres.rs` and `mysql.rs`.
 
 mod collisions;
 mod database_locks;

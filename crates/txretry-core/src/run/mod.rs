@@ -3,7 +3,7 @@
 //!
 //! `RetryState`, [`TxFailure`] and the loop macros are the adapter crates' machinery: they
 //! are public so the adapters can use them, and hidden from the documentation. A file each:
-//! `state.rs`, `failure.rs`, `macros.rs`; here, [`RetryPolicy::retry`] and its blocking
+//! `state.rs`, `failure.rs`, `macros.rs`; here, [`RetryPolicy::run`] and its blocking
 //! twin, the loops for closures that are not database transactions.
 
 mod failure;
