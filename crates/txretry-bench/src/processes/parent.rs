@@ -41,7 +41,10 @@ pub(super) async fn run_processes<DB: LabDb>(
     interrupts: &Interrupts,
 ) -> Result<Option<RunResult>, Fatal> {
     let schema = Schema::new::<DB>(spec.workload, spec.rows);
-    (schema.create(pool).await).map_err(|e| Fatal::setup(target, spec, &e))?;
+    schema
+        .create(pool)
+        .await
+        .map_err(|e| Fatal::setup(target, spec, &e))?;
     let outcome = supervise(fleet, spec, schema.prefix(), interrupts).await;
     let result = match outcome {
         Ok(Some(reports)) => match aggregate(reports) {
