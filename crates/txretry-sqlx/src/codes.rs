@@ -88,7 +88,7 @@ txretry_core::register_extractor!(extract);
 /// |---|---|
 /// | `Database` from Postgres | [`Code::SqlState`] (`PgDatabaseError::code()`) |
 /// | `Database` from MySQL / MariaDB | [`Code::MySql`] with the errno (`MySqlDatabaseError::number()`); the SQLSTATE is ignored, it is too coarse (1205 is `HY000`) |
-/// | `Database` holding a [`LockNotGranted`](crate::LockNotGranted) (feature `mysql`: database-backed admission could not take a named lock) | [`Code::MySql`] with its number, 1205 or 1317 |
+/// | `Database` holding a [`LockNotGranted`] (feature `mysql`: database-backed admission could not take a named lock) | [`Code::MySql`] with its number, 1205 or 1317 |
 /// | `Database` from SQLite | [`Code::Sqlite`] with the extended result code (e.g. 517) |
 /// | `Io` whose kind means the connection broke (reset, aborted, EOF, …), or `Tls` wrapping such an I/O error | `Code::Driver("io")`, by the core's [`io_code`](txretry_core::io_code) |
 /// | `PoolTimedOut` | `Code::Driver("pool timed out")` |

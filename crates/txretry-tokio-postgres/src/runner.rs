@@ -160,7 +160,8 @@ where
 }
 
 /// Where an attempt's client comes from: the caller's one client (a broken connection ends
-/// the loop), or a [`Reconnecting`] client (a broken connection is replaced).
+/// the loop), or a [`Reconnecting`](crate::Reconnecting) client (a broken connection is
+/// replaced).
 pub(crate) trait Source: Send {
     /// The client for the next attempt; a failure to get one (to connect) fails the
     /// attempt. Not generic over the caller's error: a `+ Send` future whose bounds name
