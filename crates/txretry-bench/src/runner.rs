@@ -179,7 +179,7 @@ async fn measure<DB: LabDb>(
 ) -> Result<Sample, Fatal> {
     let pool = connect(workers)
         .await
-        .map_err(|e| Fatal(target.scrub(&format!("could not connect to {target}: {e}"))))?;
+        .map_err(|e| Fatal::connect(target, &e))?;
     let spec = RunSpec {
         preset,
         workers,

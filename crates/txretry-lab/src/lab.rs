@@ -27,6 +27,11 @@ use crate::target::Target;
 pub struct Fatal(pub String);
 
 impl Fatal {
+    /// `target` could not be reached.
+    pub fn connect(target: &Target, e: &sqlx::Error) -> Fatal {
+        Fatal(target.scrub(&format!("could not connect to {target}: {}", describe(e))))
+    }
+
     /// The run's tables could not be set up on `target`.
     pub fn setup(target: &Target, spec: &RunSpec, e: &sqlx::Error) -> Fatal {
         let workload = spec.workload.as_str();
@@ -154,9 +159,7 @@ pub async fn main<P: Place>(
     };
     let spec = RunSpec::of(args, target, rows);
     let presets = Preset::selected_list(&args.policy);
-    let connect_error = |e: sqlx::Error| {
-        Fatal(target.scrub(&format!("could not connect to {target}: {}", describe(&e))))
-    };
+    let connect_error = |e: sqlx::Error| Fatal::connect(target, &e);
     if processes > 1
         && let Target::Sqlite(url) = target
         && (url.contains(":memory:") || url.contains("mode=memory"))

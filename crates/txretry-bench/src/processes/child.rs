@@ -11,7 +11,6 @@ use tokio::sync::oneshot;
 use super::{CHILD_DB_ENV, ChildReport, FAIL_CHILD_ENV, GO, READY, STOP};
 use txretry_lab::backend::{self, LabDb};
 use txretry_lab::cli::RunArgs;
-use txretry_lab::error::describe;
 use txretry_lab::lab::Fatal;
 use txretry_lab::run::{RunSpec, drive};
 use txretry_lab::target::Target;
@@ -35,9 +34,7 @@ pub async fn main(args: &RunArgs, prefix: &str, index: u32) -> Result<(), Fatal>
         ..RunSpec::of(args, &target, rows)
     };
     let prefix = prefix.to_owned();
-    let connect_error = |e: sqlx::Error| {
-        Fatal(target.scrub(&format!("could not connect to {target}: {}", describe(&e))))
-    };
+    let connect_error = |e: sqlx::Error| Fatal::connect(&target, &e);
     match &target {
         Target::EmbeddedSqlite => Err(Fatal("a child needs the parent's database".into())),
         Target::Sqlite(url) => {
