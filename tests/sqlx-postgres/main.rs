@@ -19,6 +19,7 @@ mod connection;
 mod contention;
 mod dialect;
 mod options;
+mod primary;
 mod raise_exception;
 mod serialization;
 mod spawn;

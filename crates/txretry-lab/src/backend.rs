@@ -184,7 +184,7 @@ pub async fn postgres_acquiring(
     workers: usize,
     acquire: Duration,
 ) -> Result<Pool<Postgres>, sqlx::Error> {
-    if crate::target::is_multi_host(url) {
+    if txretry::sqlx::PrimaryPool::is_multi_host(url) {
         // sqlx connects to one host: a PrimaryPool follows the one that accepts writes.
         let hosts = txretry::sqlx::PrimaryPool::hosts(url)
             .map_err(|e| sqlx::Error::Configuration(Box::new(e)))?

@@ -38,24 +38,6 @@ fn unsupported(scheme: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
-/// Whether a Postgres URL names several hosts: a comma in its host part, or in a `host=`
-/// parameter. The lab opens a `PrimaryPool` on such a URL (it follows the primary).
-pub fn is_multi_host(url: &str) -> bool {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let (authority, query) = match rest.find(['/', '?']) {
-        Some(end) => (&rest[..end], &rest[end..]),
-        None => (rest, ""),
-    };
-    let hosts = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, hosts)| hosts);
-    let query = query.split_once('?').map_or("", |(_, q)| q);
-    hosts.contains(',')
-        || query
-            .split('&')
-            .any(|pair| pair.strip_prefix("host=").is_some_and(|h| h.contains(',')))
-}
-
 impl Target {
     /// Reads a `--db` value. The error never contains the value itself (it may hold a
     /// password).
@@ -210,12 +192,8 @@ mod tests {
         ] {
             let target = Target::parse(url).expect(url);
             assert_eq!(target.engine(), "postgres");
-            assert!(is_multi_host(target.raw_url().unwrap()), "{url}");
             assert!(!target.to_string().contains("s3cret"), "{target}");
         }
-        // One host, a comma elsewhere: one host.
-        assert!(!is_multi_host("postgres://u@h:5440/test?options=a,b"));
-        assert!(!is_multi_host("postgres://u:p,w@h:5440/test"));
     }
 
     #[test]

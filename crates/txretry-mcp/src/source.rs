@@ -43,7 +43,7 @@ impl Pool {
     async fn connect(source: &Source) -> Result<Pool, Box<dyn std::error::Error + Send + Sync>> {
         let n = source.max_connections;
         Ok(match source.engine {
-            Engine::Postgres if is_multi_host(&source.url) => Pool::Primary(
+            Engine::Postgres if PrimaryPool::is_multi_host(&source.url) => Pool::Primary(
                 PrimaryPool::connect(PgPoolOptions::new().max_connections(n), &source.url).await?,
             ),
             Engine::Postgres => Pool::Postgres(
@@ -79,25 +79,5 @@ impl Pool {
             Pool::MySql(pool) => pool.close().await,
             Pool::Sqlite(pool) => pool.close().await,
         }
-    }
-}
-
-/// Whether a Postgres URL names several hosts (`h1:p1,h2:p2`).
-fn is_multi_host(url: &str) -> bool {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
-    let hosts = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, hosts)| hosts);
-    hosts.contains(',')
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn multi_host_urls_are_told_apart() {
-        assert!(super::is_multi_host("postgres://u:p@h1:1,h2:2/db"));
-        assert!(!super::is_multi_host("postgres://u:p,q@h1:1/db"));
-        assert!(!super::is_multi_host("postgres://h/db?options=a,b"));
     }
 }

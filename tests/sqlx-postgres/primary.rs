@@ -1,0 +1,120 @@
+//! `PrimaryPool` on one real server, with hosts that cannot be it beside it: a host that
+//! refuses connections is passed over, and when no host will do, the error says why each
+//! was passed over, at once when waiting cannot help. (Switchovers and failovers: the HA
+//! cluster's tests, `tests/ha`.)
+
+use std::time::Duration;
+
+use sqlx::postgres::PgPoolOptions;
+use txretry::RetryPolicy;
+use txretry::sqlx::{MultiHostError, PrimaryPool};
+
+use crate::common::within;
+
+/// Loopback ports nothing listens on: connecting is refused at once.
+const REFUSED: [&str; 2] = ["127.0.0.1:1", "127.0.0.1:2"];
+
+/// `url` with its host list replaced by `hosts` (comma-separated) and, when given, its
+/// database by `database`.
+fn with_hosts(url: &str, hosts: &str, database: Option<&str>) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let user = authority.rfind('@').map_or("", |at| &authority[..=at]);
+    let path = match database {
+        Some(db) => {
+            let query = path.find('?').map_or("", |q| &path[q..]);
+            format!("/{db}{query}")
+        }
+        None => path.to_owned(),
+    };
+    format!("{scheme}://{user}{hosts}{path}")
+}
+
+/// The `host:port` of the test server.
+fn server(url: &str) -> String {
+    let options: sqlx::postgres::PgConnectOptions = url.parse().expect("the test URL parses");
+    format!("{}:{}", options.get_host(), options.get_port())
+}
+
+#[tokio::test]
+async fn a_host_that_refuses_is_passed_over_for_the_one_that_accepts_writes() {
+    let Some(url) = txretry_testkit::postgres_url("sqlx-postgres primary pool") else {
+        return;
+    };
+    let real = server(&url);
+    let multi = with_hosts(&url, &format!("{},{real}", REFUSED[0]), None);
+    assert!(PrimaryPool::is_multi_host(&multi));
+    let pool = within(PrimaryPool::connect(
+        PgPoolOptions::new().max_connections(2),
+        &multi,
+    ))
+    .await
+    .expect("the second host accepts writes");
+    assert_eq!(
+        format!(
+            "{}:{}",
+            pool.connect_options().get_host(),
+            pool.connect_options().get_port()
+        ),
+        real
+    );
+    let policy = RetryPolicy::default();
+    let one: i32 = within(txretry::sqlx::transaction(&pool, &policy, async |tx| {
+        sqlx::query_scalar("SELECT 1").fetch_one(&mut **tx).await
+    }))
+    .await
+    .expect("a transaction on the primary");
+    assert_eq!(one, 1);
+}
+
+#[tokio::test]
+async fn hosts_that_all_refuse_for_good_fail_at_once_saying_why() {
+    let Some(url) = txretry_testkit::postgres_url("sqlx-postgres primary pool") else {
+        return;
+    };
+    let real = server(&url);
+    // The same server twice, asked for a database it does not have: 3D000 on each, which
+    // no wait mends. The acquire timeout is an hour: only the refusals can end this.
+    let multi = with_hosts(
+        &url,
+        &format!("{real},{real}"),
+        Some("txretry_no_such_database"),
+    );
+    let options = PgPoolOptions::new().acquire_timeout(Duration::from_secs(3600));
+    let err = within(PrimaryPool::connect(options, &multi))
+        .await
+        .expect_err("no host has the database");
+    let MultiHostError::Refused { hosts } = &err else {
+        panic!("expected Refused, got {err:?}");
+    };
+    assert_eq!(hosts.len(), 2, "{err}");
+    for host in hosts {
+        assert!(host.starts_with(&real), "{host}");
+        assert!(host.contains("(code 3D000)"), "{host}");
+    }
+    assert!(
+        err.to_string().contains("txretry_no_such_database"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn no_host_within_the_acquire_timeout_says_why_each_was_passed_over() {
+    let Some(url) = txretry_testkit::postgres_url("sqlx-postgres primary pool") else {
+        return;
+    };
+    // A refused connection may be a host restarting: waited for, up to the timeout.
+    let multi = with_hosts(&url, &REFUSED.join(","), None);
+    let options = PgPoolOptions::new().acquire_timeout(Duration::from_millis(300));
+    let err = within(PrimaryPool::connect(options, &multi))
+        .await
+        .expect_err("nothing listens on either host");
+    let MultiHostError::NoPrimary { hosts } = &err else {
+        panic!("expected NoPrimary, got {err:?}");
+    };
+    assert_eq!(hosts.len(), 2, "{err}");
+    for (host, address) in hosts.iter().zip(REFUSED) {
+        assert!(host.starts_with(&format!("{address} failed: ")), "{host}");
+    }
+}
