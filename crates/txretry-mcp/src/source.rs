@@ -4,9 +4,10 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use sqlx::{ConnectOptions, Connection};
 use txretry_sqlx::PrimaryPool;
 
 use crate::config::{Engine, Source};
@@ -46,18 +47,18 @@ impl Pool {
             Engine::Postgres if PrimaryPool::is_multi_host(&source.url) => Pool::Primary(
                 PrimaryPool::connect(PgPoolOptions::new().max_connections(n), &source.url).await?,
             ),
-            Engine::Postgres => Pool::Postgres(
-                PgPoolOptions::new()
-                    .max_connections(n)
-                    .connect(&source.url)
-                    .await?,
-            ),
-            Engine::MySql => Pool::MySql(
-                MySqlPoolOptions::new()
-                    .max_connections(n)
-                    .connect(&source.url)
-                    .await?,
-            ),
+            Engine::Postgres => {
+                let options = PgConnectOptions::from_str(&source.url)?;
+                answers(&options).await?;
+                let pool = PgPoolOptions::new().max_connections(n);
+                Pool::Postgres(pool.connect_with(options).await?)
+            }
+            Engine::MySql => {
+                let options = MySqlConnectOptions::from_str(&source.url)?;
+                answers(&options).await?;
+                let pool = MySqlPoolOptions::new().max_connections(n);
+                Pool::MySql(pool.connect_with(options).await?)
+            }
             Engine::Sqlite => {
                 // sqlx's default busy timeout (5 s) stays: a writer waits for the lock
                 // before SQLITE_BUSY, which the policy then retries.
@@ -80,4 +81,15 @@ impl Pool {
             Pool::Sqlite(pool) => pool.close().await,
         }
     }
+}
+
+/// Opens one connection and closes it: a refused connection, a wrong password or a
+/// missing database fails at once with the driver's reason, where the pool would retry a
+/// refused connection until [`OPEN_WAIT`] and then say only that nothing answered.
+async fn answers<O>(options: &O) -> Result<(), sqlx::Error>
+where
+    O: ConnectOptions,
+    O::Connection: Sized,
+{
+    options.connect().await?.close().await
 }

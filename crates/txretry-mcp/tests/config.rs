@@ -349,6 +349,13 @@ async fn unreachable_source(db: Db) {
             && ran.stderr.contains("sources.shop.url: cannot connect"),
         "{ran:?}"
     );
+    if db.kind != Kind::Sqlite {
+        // Nothing listens on port 1: the driver's reason at once, not a wait for an answer.
+        assert!(
+            ran.stderr.contains("Connection refused") && !ran.stderr.contains("no answer"),
+            "{ran:?}"
+        );
+    }
 }
 
 async fn examples_pass_check(db: Db) {
@@ -387,6 +394,37 @@ async fn examples_fail_check_without_their_tables(db: Db) {
             "{field}: {}",
             ran.stderr
         );
+    }
+}
+
+/// A source URL that names no engine txretry-mcp runs on, or one written without the
+/// `//`, is refused without being quoted: it may hold a password that the redaction of a
+/// well-formed URL would miss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_source_urls_are_refused_without_quoting_them() {
+    let db = Db::sqlite().await;
+    let path = db.write("base.yaml", BASE);
+    for (url, message) in [
+        (
+            "postgres:u:s3cretpw@127.0.0.1:1/x",
+            "a postgres URL starts with `postgres://`",
+        ),
+        (
+            "mysql:u:s3cretpw@127.0.0.1:1/x",
+            "a mysql URL starts with `mysql://`",
+        ),
+        ("pg:u:s3cretpw@127.0.0.1/x", "unsupported database `pg:`"),
+        ("u:s3cretpw@127.0.0.1/x", "unsupported database `u:`"),
+        ("//u:s3cretpw@h/x", "not a database URL"),
+    ] {
+        let ran = check(&path, &[("CFG_DB_URL", url), ("CFG_TOKEN", TOKEN)]).await;
+        assert_eq!(ran.code, Some(2), "{url}: {ran:?}");
+        assert!(
+            ran.stderr.contains("line 3, column ")
+                && ran.stderr.contains(&format!("sources.shop.url: {message}")),
+            "{url}: {ran:?}"
+        );
+        assert!(!ran.stderr.contains("s3cretpw"), "{url}: {ran:?}");
     }
 }
 

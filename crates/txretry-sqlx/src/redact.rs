@@ -45,13 +45,26 @@ fn redact_parsed(text: &str) -> Option<String> {
     Some(url.into())
 }
 
-/// [`redact_url`] by hand: everything between `://` and the last `@` before the query
-/// counts as user info.
+/// Where what follows the scheme starts: after `scheme://`, or after `scheme:` alone (a URL
+/// written without the slashes, `postgres:u:pw@h/db`, still holds a password).
+fn after_scheme(url: &str) -> Option<usize> {
+    if let Some(end) = url.find("://") {
+        return Some(end + 3);
+    }
+    let (scheme, _) = url.split_once(':')?;
+    let mut chars = scheme.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    valid.then_some(scheme.len() + 1)
+}
+
+/// [`redact_url`] by hand: everything between the scheme (`://`, or `:` alone) and the
+/// last `@` before the query counts as user info.
 fn redact_by_hand(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
+    let Some(scheme_end) = after_scheme(url) else {
         return redact_query(url);
     };
-    let (head, rest) = url.split_at(scheme_end + 3);
+    let (head, rest) = url.split_at(scheme_end);
     let query_start = rest.find(['?', '#']).unwrap_or(rest.len());
     let (before_query, query) = rest.split_at(query_start);
     let redacted_authority = match before_query.rfind('@') {
@@ -93,10 +106,10 @@ fn is_secret_key(key: &str) -> bool {
 /// The password in a URL's user info, as written (percent-encoded) and decoded, when
 /// there is one.
 pub fn passwords_in(url: &str) -> Vec<String> {
-    let Some(scheme_end) = url.find("://") else {
+    let Some(scheme_end) = after_scheme(url) else {
         return Vec::new();
     };
-    let rest = &url[scheme_end + 3..];
+    let rest = &url[scheme_end..];
     let before_query = &rest[..rest.find(['?', '#']).unwrap_or(rest.len())];
     let mut found = Vec::new();
     if let Some(at) = before_query.rfind('@')
@@ -219,6 +232,25 @@ mod tests {
         assert_eq!(redact_url("postgres://u:a/b@h/db"), "postgres://u:***@h/db");
         assert_eq!(redact_url("postgres://:only@h"), "postgres://:***@h");
         assert_eq!(redact_url("postgres://u:@h"), "postgres://u:***@h");
+    }
+
+    #[test]
+    fn a_url_without_slashes_still_hides_its_password() {
+        for (url, shown) in [
+            (
+                "postgres:u:s3cret@127.0.0.1:1/x",
+                "postgres:u:***@127.0.0.1:1/x",
+            ),
+            ("mysql:root:s3cret@h/test", "mysql:root:***@h/test"),
+            ("pg:u:s3cret@h/x", "pg:u:***@h/x"),
+        ] {
+            assert_eq!(redact_url(url), shown);
+            assert!(passwords_in(url).contains(&"s3cret".to_owned()), "{url}");
+        }
+        // A scheme alone, or a path that is no URL, has nothing to hide.
+        assert_eq!(redact_url("sqlite:lab.db"), "sqlite:lab.db");
+        assert_eq!(redact_url("sqlite::memory:"), "sqlite::memory:");
+        assert!(passwords_in("sqlite::memory:").is_empty());
     }
 
     #[test]

@@ -228,20 +228,10 @@ fn check_source(
             return None;
         }
     };
-    let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
-    let engine = match scheme {
-        "postgres" | "postgresql" => Engine::Postgres,
-        "mysql" | "mariadb" => Engine::MySql,
-        "sqlite" => Engine::Sqlite,
-        _ => {
-            problems.at(
-                url_field,
-                at,
-                format!(
-                    "{:?} is not a sqlite://, postgres:// or mysql:// URL",
-                    redact(&url)
-                ),
-            );
+    let engine = match engine_of(&url) {
+        Ok(engine) => engine,
+        Err(why) => {
+            problems.at(url_field, at, why);
             return None;
         }
     };
@@ -264,6 +254,27 @@ fn check_source(
             at,
         },
     })
+}
+
+/// The engine a source URL names, or why it names none. The message never quotes the URL:
+/// one that does not parse as expected may not be redacted as expected either.
+fn engine_of(url: &str) -> Result<Engine, String> {
+    const EXPECTED: &str = "expected sqlite://PATH, postgres://… or mysql://…";
+    let (scheme, rest) = url.split_once(':').unwrap_or(("", url));
+    let engine = match scheme.to_ascii_lowercase().as_str() {
+        "postgres" | "postgresql" => Engine::Postgres,
+        "mysql" | "mariadb" => Engine::MySql,
+        // sqlx also takes `sqlite:PATH` and `sqlite::memory:`.
+        "sqlite" => return Ok(Engine::Sqlite),
+        _ if scheme.len() <= 20 && scheme.chars().all(|c| c.is_ascii_alphanumeric()) => {
+            return Err(format!("unsupported database `{scheme}:`; {EXPECTED}"));
+        }
+        _ => return Err(format!("not a database URL; {EXPECTED}")),
+    };
+    if !rest.starts_with("//") {
+        return Err(format!("a {scheme} URL starts with `{scheme}://`"));
+    }
+    Ok(engine)
 }
 
 /// `config` over `base`, or `None` with the problem noted.
