@@ -1,0 +1,112 @@
+//! The search for the primary: each host in turn, connected to and asked whether it
+//! accepts writes, and why a host was passed over.
+
+use std::fmt;
+use std::time::Duration;
+
+use sqlx::ConnectOptions;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+use txretry_core::Verdict;
+
+use super::NotPrimary;
+
+/// How long one check, or one connect while searching, may take.
+pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The first host (in order) that accepts a connection and writes, with that connection;
+/// else why each host was passed over, in the order of `hosts`.
+pub(super) async fn search(
+    hosts: &[PgConnectOptions],
+) -> Result<(usize, PgConnection), Vec<PassedOver>> {
+    let mut passed = Vec::with_capacity(hosts.len());
+    for (i, host) in hosts.iter().enumerate() {
+        let mut conn = match tokio::time::timeout(PROBE_TIMEOUT, host.connect()).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => {
+                passed.push(PassedOver::Failed(e));
+                continue;
+            }
+            Err(_) => {
+                passed.push(PassedOver::NoAnswer);
+                continue;
+            }
+        };
+        match tokio::time::timeout(PROBE_TIMEOUT, read_only(&mut conn)).await {
+            Ok(Ok(false)) => return Ok((i, conn)),
+            Ok(Ok(true)) => passed.push(PassedOver::ReadOnly),
+            Ok(Err(e)) => passed.push(PassedOver::Failed(e)),
+            Err(_) => passed.push(PassedOver::NoAnswer),
+        }
+    }
+    Err(passed)
+}
+
+/// Why a search passed a host over.
+#[derive(Debug)]
+pub(super) enum PassedOver {
+    /// Connecting, or asking whether it accepts writes, failed.
+    Failed(sqlx::Error),
+    /// No answer within [`PROBE_TIMEOUT`].
+    NoAnswer,
+    /// It answered that it does not accept writes (a standby).
+    ReadOnly,
+}
+
+impl PassedOver {
+    /// Whether waiting cannot help: the host refused with an error txretry's default table
+    /// calls permanent (a wrong password, a missing database), not an outage.
+    pub(super) fn is_permanent(&self) -> bool {
+        match self {
+            PassedOver::Failed(e) => txretry_core::classify(e).verdict == Verdict::Permanent,
+            PassedOver::NoAnswer | PassedOver::ReadOnly => false,
+        }
+    }
+}
+
+impl fmt::Display for PassedOver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PassedOver::Failed(sqlx::Error::Database(db)) => match db.code() {
+                Some(code) => write!(f, "refused: {} (code {code})", db.message()),
+                None => write!(f, "refused: {}", db.message()),
+            },
+            PassedOver::Failed(e) => write!(f, "failed: {e}"),
+            PassedOver::NoAnswer => write!(f, "did not answer within {}s", PROBE_TIMEOUT.as_secs()),
+            PassedOver::ReadOnly => f.write_str("does not accept writes (a standby)"),
+        }
+    }
+}
+
+/// Whether the session is read-only, as libpq's `target_session_attrs=read-write` asks.
+pub(super) async fn read_only(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    let value: String = sqlx::query_scalar("SHOW transaction_read_only")
+        .fetch_one(conn)
+        .await?;
+    Ok(value == "on")
+}
+
+/// The pool's `after_connect`: a new connection on a read-only host is refused.
+pub(super) async fn refuse_read_only(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    if read_only(conn).await? {
+        return Err(sqlx::Error::Database(Box::new(NotPrimary)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn why_a_host_was_passed_over_says_whether_waiting_can_help() {
+        let refused = PassedOver::Failed(sqlx::Error::Io(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        assert!(!refused.is_permanent());
+        assert!(refused.to_string().starts_with("failed: "), "{refused}");
+        assert!(!PassedOver::ReadOnly.is_permanent());
+        assert!(!PassedOver::NoAnswer.is_permanent());
+        let config = PassedOver::Failed(sqlx::Error::Configuration("bad sslmode".into()));
+        assert!(config.is_permanent());
+    }
+}
