@@ -27,8 +27,17 @@ pub struct ConfigError {
     message: String,
 }
 
+/// The longest message kept, in characters: a format's error may quote a whole value or
+/// line, which can be megabytes long.
+const MAX_MESSAGE: usize = 500;
+
 impl ConfigError {
     pub(super) fn new(kind: ConfigErrorKind, field: String, message: String) -> Self {
+        let message = without_path(&field, &message);
+        let message = match message.char_indices().nth(MAX_MESSAGE) {
+            Some((cut, _)) => format!("{}…", &message[..cut]),
+            None => message.to_owned(),
+        };
         ConfigError {
             kind,
             field,
@@ -77,5 +86,50 @@ fn heading(field: &str) -> &str {
         "invalid config"
     } else {
         field
+    }
+}
+
+/// `message` without the path some formats (YAML) put before it: the error already names
+/// the field, in full.
+fn without_path<'m>(field: &str, message: &'m str) -> &'m str {
+    match message.split_once(": ") {
+        Some((path, rest))
+            if !path.is_empty()
+                && (field == path
+                    || field.starts_with(&format!("{path}."))
+                    || field.starts_with(&format!("{path}["))) =>
+        {
+            rest
+        }
+        _ => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_path;
+
+    #[test]
+    fn a_path_the_field_already_names_is_dropped() {
+        let field = "agent.max_attempts";
+        assert_eq!(
+            without_path(field, "agent.max_attempts: invalid type"),
+            "invalid type"
+        );
+        assert_eq!(
+            without_path("agent.x0", "agent: unknown field `x0`"),
+            "unknown field `x0`"
+        );
+        assert_eq!(
+            without_path("agent.retry_on[1]", "agent.retry_on: bad"),
+            "bad"
+        );
+        // Anything else stays.
+        assert_eq!(without_path(field, "agents: invalid"), "agents: invalid");
+        assert_eq!(
+            without_path(field, "must be at least 1"),
+            "must be at least 1"
+        );
+        assert_eq!(without_path("", "x: y"), "x: y");
     }
 }

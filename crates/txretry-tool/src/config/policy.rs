@@ -25,11 +25,13 @@ use super::{ConfigError, JitterConfig, duration, kinds};
 ///
 /// Durations are a number and a unit (`ns`, `us`, `ms`, `s`, `m`, `h`), possibly several
 /// (`"1m 30s"`); a bare number is refused (seconds or milliseconds?). Kinds are
-/// `deadlock`, `lock_timeout`, `serialization_failure`, `busy`, `locked`, `connection`.
+/// `deadlock`, `lock_timeout`, `serialization_failure`, `busy`, `locked`, `connection`,
+/// `failover`.
 ///
 /// The backoff keys go together: when any of `backoff`, `initial_delay` and
 /// `backoff_factor` is present, the backoff is rebuilt from them, and the absent ones take
-/// the defaults (`linear`, or `exponential` when a factor is given; 150 ms; factor 2).
+/// the defaults (`linear`, or `exponential` when a factor is given; 150 ms; factor 2);
+/// `initial_delay` and `backoff_factor` with `backoff = "none"` are refused.
 ///
 /// ```
 /// use txretry_tool::PolicyConfig;
@@ -118,6 +120,12 @@ impl PolicyConfig {
             } else {
                 BackoffKind::Linear
             });
+            if kind == BackoffKind::None && self.initial_delay.is_some() {
+                return Err(invalid(
+                    "initial_delay",
+                    "does not apply to backoff \"none\" (no wait at all)".into(),
+                ));
+            }
             if let Some(factor) = self.backoff_factor {
                 if kind != BackoffKind::Exponential {
                     return Err(invalid(
@@ -175,6 +183,13 @@ impl PolicyConfig {
                 PolicyError::ZeroAttempts => "max_attempts",
                 PolicyError::Factor(_) => "backoff_factor",
                 PolicyError::Jitter(_) => "jitter",
+                // Blame the key this section set: the other came from the policy below.
+                PolicyError::MaxDelayBelowInitial { .. } if self.max_delay.is_none() => {
+                    return invalid(
+                        "initial_delay",
+                        format!("{error} (max_delay from the policy this section is layered over)"),
+                    );
+                }
                 PolicyError::MaxDelayBelowInitial { .. } => "max_delay",
                 _ => "",
             };

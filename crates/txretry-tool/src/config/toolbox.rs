@@ -1,11 +1,12 @@
 //! A toolbox's config file: the `agent` policy and the `tools` table.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde::de::Deserializer;
-use txretry_core::RetryPolicy;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use txretry_core::{Backoff, RetryPolicy};
 
 use super::{ConfigError, ConfigErrorKind, PolicyConfig, ToolConfig};
 
@@ -46,7 +47,7 @@ pub struct ToolboxConfig {
     /// The toolbox's (agent-level) policy.
     pub agent: Option<PolicyConfig>,
     /// Per tool, by name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "no_duplicates")]
     pub tools: BTreeMap<String, ToolConfig>,
 }
 
@@ -80,15 +81,21 @@ impl ToolboxConfig {
         Ok(config)
     }
 
-    /// Checks every value on its own (against the defaults); what depends on the tools is
-    /// checked when the toolbox is built.
+    /// Checks every section on its own; how a section combines with the policy it is layered
+    /// over (a `max_delay` below that policy's first wait) is checked when the toolbox is
+    /// built, once the tools' own policies are known.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        // No backoff below: a section's waits conflict only with its own keys here.
+        let neutral = RetryPolicy::builder()
+            .backoff(Backoff::None)
+            .build()
+            .expect("the default policy without backoff is valid");
         if let Some(agent) = &self.agent {
-            agent.build_on(&RetryPolicy::default(), "agent")?;
+            agent.build_on(&neutral, "agent")?;
         }
         for (name, tool) in &self.tools {
             let field = format!("tools.{name}");
-            tool.policy().build_on(&RetryPolicy::default(), &field)?;
+            tool.policy().build_on(&neutral, &field)?;
             if tool.timeout == Some(Duration::ZERO) {
                 return Err(ConfigError::invalid(
                     &field,
@@ -99,4 +106,32 @@ impl ToolboxConfig {
         }
         Ok(())
     }
+}
+
+/// The `tools` table, refusing a tool's section given twice (JSON and YAML maps allow it,
+/// and a map would keep the last one silently).
+fn no_duplicates<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, ToolConfig>, D::Error> {
+    struct Sections;
+    impl<'de> Visitor<'de> for Sections {
+        type Value = BTreeMap<String, ToolConfig>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a table of tool sections")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut sections = BTreeMap::new();
+            while let Some(name) = map.next_key::<String>()? {
+                if sections.contains_key(&name) {
+                    return Err(de::Error::custom(format_args!(
+                        "the section of tool {name:?} is given twice"
+                    )));
+                }
+                let section = map.next_value()?;
+                sections.insert(name, section);
+            }
+            Ok(sections)
+        }
+    }
+    deserializer.deserialize_map(Sections)
 }

@@ -244,3 +244,89 @@ fn p8_a_config_naming_an_unknown_tool_fails_the_build() {
     assert_eq!(err.kind(), ConfigErrorKind::UnknownTool);
     assert_eq!(err.field(), "tools.transfr");
 }
+
+/// A tool whose own policy waits 10 ms, doubling up to 500 ms.
+fn quick_tool(name: &str) -> Tool {
+    let policy = RetryPolicy::builder()
+        .backoff(txretry_core::Backoff::Exponential {
+            initial: Duration::from_millis(10),
+            factor: 2.0,
+        })
+        .max_delay(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    reporter(name).retry(policy)
+}
+
+#[test]
+fn p8_a_section_is_checked_against_the_policy_it_is_layered_over() {
+    // 100 ms is below the default's 150 ms first wait, not below this tool's 10 ms: fine.
+    let config =
+        ToolboxConfig::from_json(r#"{ "tools": { "transfer": { "max_delay": "100ms" } } }"#)
+            .expect("a cap the tool's own policy allows is read");
+    Toolbox::builder()
+        .tool(quick_tool("transfer"))
+        .config(config.clone())
+        .unwrap()
+        .build()
+        .expect("the tool waits 10 ms first: a 100 ms cap fits");
+    // Over the default policy it does not fit, and the build says which key.
+    let err = Toolbox::builder()
+        .tool(reporter("transfer"))
+        .config(config)
+        .unwrap()
+        .build()
+        .unwrap_err();
+    let BuildError::Config(err) = err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(err.field(), "tools.transfer.max_delay", "{err}");
+    // A first wait above the tool's own 500 ms cap: the key the section set is blamed.
+    let config =
+        ToolboxConfig::from_json(r#"{ "tools": { "transfer": { "initial_delay": "1s" } } }"#)
+            .unwrap();
+    let err = Toolbox::builder()
+        .tool(quick_tool("transfer"))
+        .config(config)
+        .unwrap()
+        .build()
+        .unwrap_err();
+    let BuildError::Config(err) = err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(err.field(), "tools.transfer.initial_delay", "{err}");
+    assert!(err.message().contains("layered over"), "{err}");
+}
+
+#[test]
+fn p8_a_tool_section_given_twice_is_an_error() {
+    let err = ToolboxConfig::from_json(
+        r#"{ "tools": { "t": { "max_attempts": 0 }, "t": { "max_attempts": 3 } } }"#,
+    )
+    .unwrap_err();
+    assert!(err.message().contains("\"t\" is given twice"), "{err}");
+    assert!(err.field().starts_with("tools"), "{err}");
+}
+
+#[test]
+fn p8_a_wait_with_no_backoff_is_refused() {
+    let err =
+        ToolboxConfig::from_json(r#"{ "agent": { "backoff": "none", "initial_delay": "1s" } }"#)
+            .unwrap_err();
+    assert_eq!(err.field(), "agent.initial_delay", "{err}");
+    assert!(err.message().contains("backoff \"none\""), "{err}");
+}
+
+#[test]
+fn p8_a_huge_value_is_not_echoed_whole() {
+    let huge = "9".repeat(1_000_000);
+    let err = ToolboxConfig::from_json(&format!(r#"{{ "agent": {{ "max_delay": "{huge}" }} }}"#))
+        .unwrap_err();
+    assert_eq!(err.field(), "agent.max_delay");
+    assert!(
+        err.message().chars().count() <= 501,
+        "{} chars",
+        err.message().len()
+    );
+    assert!(err.message().ends_with('…'));
+}
