@@ -258,6 +258,19 @@ fn quick_tool(name: &str) -> Tool {
     reporter(name).retry(policy)
 }
 
+/// The config error that building a toolbox of `tool` with `config` fails with.
+fn refused_at_build(tool: Tool, config: ToolboxConfig) -> txretry_tool::ConfigError {
+    match Toolbox::builder()
+        .tool(tool)
+        .config(config)
+        .unwrap()
+        .build()
+    {
+        Err(BuildError::Config(err)) => err,
+        other => panic!("expected a config error, got {:?}", other.err()),
+    }
+}
+
 #[test]
 fn p8_a_section_is_checked_against_the_policy_it_is_layered_over() {
     // 100 ms is below the default's 150 ms first wait, not below this tool's 10 ms: fine.
@@ -271,29 +284,13 @@ fn p8_a_section_is_checked_against_the_policy_it_is_layered_over() {
         .build()
         .expect("the tool waits 10 ms first: a 100 ms cap fits");
     // Over the default policy it does not fit, and the build says which key.
-    let err = Toolbox::builder()
-        .tool(reporter("transfer"))
-        .config(config)
-        .unwrap()
-        .build()
-        .unwrap_err();
-    let BuildError::Config(err) = err else {
-        panic!("{err:?}");
-    };
+    let err = refused_at_build(reporter("transfer"), config);
     assert_eq!(err.field(), "tools.transfer.max_delay", "{err}");
     // A first wait above the tool's own 500 ms cap: the key the section set is blamed.
     let config =
         ToolboxConfig::from_json(r#"{ "tools": { "transfer": { "initial_delay": "1s" } } }"#)
             .unwrap();
-    let err = Toolbox::builder()
-        .tool(quick_tool("transfer"))
-        .config(config)
-        .unwrap()
-        .build()
-        .unwrap_err();
-    let BuildError::Config(err) = err else {
-        panic!("{err:?}");
-    };
+    let err = refused_at_build(quick_tool("transfer"), config);
     assert_eq!(err.field(), "tools.transfer.initial_delay", "{err}");
     assert!(err.message().contains("layered over"), "{err}");
 }
