@@ -28,7 +28,13 @@ fn redact_parsed(text: &str) -> Option<String> {
         None if !url.username().is_empty() => return None,
         None => {}
     }
-    if url.query_pairs().any(|(key, _)| is_secret_key(&key)) {
+    let secret_query = url.query_pairs().any(|(key, _)| is_secret_key(&key));
+    if url.password().is_none() && !secret_query {
+        // Nothing to mask: the text as it was, not as the `url` crate would write it
+        // (which percent-encodes, e.g. `postgres://…` in a message).
+        return Some(text.to_owned());
+    }
+    if secret_query {
         let pairs: Vec<(String, String)> = url
             .query_pairs()
             .map(|(key, value)| {
@@ -217,9 +223,13 @@ mod tests {
             "mysql://h/db",
             "sqlite://lab.db",
             "sqlite",
+            "postgres://…",
+            "postgres://h/caf%C3%A9?application_name=a b",
         ] {
             assert_eq!(redact_url(url), url);
         }
+        let text = "expected sqlite://PATH, postgres://… or mysql://…";
+        assert_eq!(scrub(text, &[]), text);
     }
 
     #[test]

@@ -67,6 +67,8 @@ fn unknown_database() {
     );
     let (_, stderr) = texts(&lab(&["--db", "oracle://scott:tiger@h/db"]));
     assert!(!stderr.contains("tiger"), "{stderr}");
+    // The message's own URL shapes pass the password scrub as written, not percent-encoded.
+    assert!(stderr.contains("postgres://… or mysql://…"), "{stderr}");
 }
 
 #[test]
