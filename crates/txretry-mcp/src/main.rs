@@ -6,17 +6,23 @@
 //! txretry-mcp serve --config tools.yaml --http 127.0.0.1:8080
 //! ```
 //!
+//! `--role` and `--toolset` are the stdio caller's; over HTTP each request's caller is its
+//! bearer token, so they are refused with `--http`.
+//!
 //! Exit codes: 0 done; 1 the server failed; 2 the config (or a flag) was refused.
 
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, Subcommand};
+use tokio::net::TcpListener;
 use txretry_mcp::auth::Tokens;
 use txretry_mcp::config::{self, Config, ConfigErrors};
 use txretry_mcp::{check, serve, toolbox};
-use txretry_tool::Caller;
 use txretry_tool::mcp::RetryRelay;
+use txretry_tool::{Caller, Toolbox};
 
 #[derive(Parser)]
 #[command(
@@ -46,10 +52,10 @@ enum Command {
         /// instead of stdio; callers are the config's bearer tokens.
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
-        /// A role of the stdio caller (repeatable).
+        /// A role of the stdio caller (repeatable; not with --http).
         #[arg(long = "role", value_name = "ROLE")]
         roles: Vec<String>,
-        /// The toolset the stdio caller speaks as: offered only its tools.
+        /// The toolset the stdio caller speaks as: offered only its tools (not with --http).
         #[arg(long)]
         toolset: Option<String>,
     },
@@ -57,6 +63,23 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Serve {
+        http: Some(_),
+        roles,
+        toolset,
+        ..
+    } = &cli.command
+        && (!roles.is_empty() || toolset.is_some())
+    {
+        // Refused rather than ignored: the caller would not be who the flags say.
+        Cli::command()
+            .error(
+                ErrorKind::ArgumentConflict,
+                "--role and --toolset set the stdio caller; over --http each request's caller \
+                 is its bearer token, whose roles and toolset auth.tokens sets in the config",
+            )
+            .exit();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -149,18 +172,7 @@ async fn run(command: Command) -> ExitCode {
             }
             serve::stdio(toolbox, relay, caller).await
         }
-        Some(addr) => {
-            let tokens = Tokens::new(&config.tokens);
-            if tokens.is_empty() {
-                eprintln!(
-                    "txretry-mcp: auth.tokens is empty: every HTTP caller is offered nothing"
-                );
-            }
-            serve::http(toolbox, relay, tokens, addr, |bound| {
-                println!("listening on http://{bound}/mcp");
-            })
-            .await
-        }
+        Some(addr) => serve_http(toolbox, relay, &config, addr).await,
     };
     for pool in pools.values() {
         pool.close().await;
@@ -171,6 +183,40 @@ async fn run(command: Command) -> ExitCode {
             eprintln!("txretry-mcp: {error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Serves over streamable HTTP at `addr` (`--http`), each caller a bearer token of the
+/// config.
+async fn serve_http(
+    toolbox: Toolbox,
+    relay: RetryRelay,
+    config: &Config,
+    addr: SocketAddr,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let tokens = Tokens::new(&config.tokens);
+    if tokens.is_empty() {
+        eprintln!("txretry-mcp: auth.tokens is empty: every HTTP caller is offered nothing");
+    }
+    let listener = TcpListener::bind(addr).await.map_err(|error| {
+        format!(
+            "could not listen on {addr} (--http): {}",
+            bind_failure(&error)
+        )
+    })?;
+    // Port 0 takes a free one: say which.
+    println!("listening on http://{}/mcp", listener.local_addr()?);
+    serve::http(toolbox, relay, tokens, listener).await
+}
+
+/// Why a bind failed: for the usual reasons, the kind's words ("address in use"), which the
+/// system's message only capitalizes and numbers ("(os error 98)"); else that message.
+fn bind_failure(error: &io::Error) -> String {
+    match error.kind() {
+        io::ErrorKind::AddrInUse
+        | io::ErrorKind::AddrNotAvailable
+        | io::ErrorKind::PermissionDenied => error.kind().to_string(),
+        _ => error.to_string(),
     }
 }
 

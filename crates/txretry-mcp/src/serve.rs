@@ -1,13 +1,13 @@
 //! `txretry-mcp serve`: the toolbox as an MCP server over stdio (one client, the caller set
 //! by flags) or streamable HTTP (each request's caller from its bearer token).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
 use rmcp::model::Implementation;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
 use txretry_tool::mcp::{RetryRelay, ToolboxServer, http_headers};
 use txretry_tool::{Caller, Toolbox};
 
@@ -41,17 +41,16 @@ pub async fn stdio(
     }
 }
 
-/// Serves `toolbox` over streamable HTTP at `http://ADDR/mcp` until a signal comes; calls
-/// `ready` with the address bound (port 0 takes a free one).
+/// Serves `toolbox` over streamable HTTP at `http://ADDR/mcp` on `listener` until a signal
+/// comes. The caller binds it, and so can say which address and flag a failure is about.
 ///
 /// # Errors
-/// Binding the address, or the server's.
+/// The server's.
 pub async fn http(
     toolbox: Toolbox,
     relay: RetryRelay,
     tokens: Tokens,
-    addr: SocketAddr,
-    ready: impl FnOnce(SocketAddr),
+    listener: TcpListener,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let server = ToolboxServer::new(toolbox, move |request: &_| {
         http_headers(request).and_then(|headers| tokens.caller(headers))
@@ -67,8 +66,6 @@ pub async fn http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    ready(listener.local_addr()?);
     let router = axum::Router::new().nest_service("/mcp", service);
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {

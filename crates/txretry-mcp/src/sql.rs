@@ -57,11 +57,17 @@ enum Part {
 /// Why a statement's SQL cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SqlError {
-    /// A positional placeholder written by hand.
-    #[error("positional placeholder {0:?} at character {1}: use named ones (:name)")]
+    /// A positional placeholder written by hand, and its index among the SQL's characters
+    /// (shown counting from 1, as YAML columns are).
+    #[error(
+        "positional placeholder {:?} at character {} (counting from 1): use named ones (:name)",
+        .0,
+        .1 + 1
+    )]
     Positional(String, usize),
-    /// A quote or comment never closed.
-    #[error("{0} opened at character {1} is never closed")]
+    /// A quote or comment never closed, and the index of its opening character (shown
+    /// counting from 1).
+    #[error("{} opened at character {} (counting from 1) is never closed", .0, .1 + 1)]
     Unclosed(&'static str, usize),
     /// Nothing but white space.
     #[error("the statement is empty")]
@@ -315,5 +321,12 @@ mod tests {
             Err(SqlError::Unclosed(..))
         ));
         assert_eq!(Statement::parse("  ", false), Err(SqlError::Empty));
+        // Characters, not bytes, counted from 1.
+        assert_eq!(
+            Statement::parse("SELECT 'é', 'open", false)
+                .unwrap_err()
+                .to_string(),
+            "a string opened at character 13 (counting from 1) is never closed"
+        );
     }
 }

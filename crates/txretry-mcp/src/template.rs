@@ -31,16 +31,16 @@ impl Template {
                 rest = &brace[2..];
                 continue;
             }
+            // Where the brace is, in characters counted from 1 (as YAML columns are).
+            let at = text[..text.len() - brace.len()].chars().count() + 1;
             if brace.starts_with('}') {
                 return Err(format!(
-                    "a '}}' that closes nothing at character {} (write '}}}}' for a brace)",
-                    text.len() - brace.len()
+                    "a '}}' that closes nothing at character {at} (counting from 1; write '}}}}' for a brace)"
                 ));
             }
             let close = brace.find('}').ok_or_else(|| {
                 format!(
-                    "a '{{' never closed at character {} (write '{{{{' for a brace)",
-                    text.len() - brace.len()
+                    "a '{{' never closed at character {at} (counting from 1; write '{{{{' for a brace)"
                 )
             })?;
             let field = brace[1..close].trim();
@@ -124,6 +124,15 @@ mod tests {
             Template::parse("a } b")
                 .unwrap_err()
                 .contains("closes nothing")
+        );
+        assert_eq!(
+            Template::parse("ééééé {order_id").unwrap_err(),
+            "a '{' never closed at character 7 (counting from 1; write '{{' for a brace)"
+        );
+        assert!(
+            Template::parse("é }")
+                .unwrap_err()
+                .contains("at character 3 (counting from 1;")
         );
         assert!(Template::parse("{a.b.c}").is_err());
         assert!(Template::parse("{}").is_err());

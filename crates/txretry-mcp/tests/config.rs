@@ -152,6 +152,54 @@ const STATIC_CASES: &[Case] = &[
         marker: "once: { key: [order_id] }",
         message: "a read-only tool has nothing to record",
     },
+    Case {
+        name: "pool size that is not a number",
+        from: "    url: ${CFG_DB_URL}\n",
+        to: "    url: ${CFG_DB_URL}\n    max_connections: lots\n",
+        field: "sources.shop.max_connections",
+        marker: "max_connections: lots",
+        message: "expected a whole number from 1 to 4294967295",
+    },
+    Case {
+        name: "roles not a list",
+        from: "    read_only: true\n",
+        to: "    read_only: true\n    roles: support\n",
+        field: "tools.get_order.roles",
+        marker: "roles: support",
+        message: "expected a list, e.g. [support]",
+    },
+    Case {
+        name: "parameter type not one of the types",
+        from: "      order_id: { type: integer, min: 1 }\n    statements:\n      - sql: SELECT",
+        to: "      order_id: { type: int, min: 1 }\n    statements:\n      - sql: SELECT",
+        field: "tools.get_order.parameters.order_id.type",
+        marker: "type: int,",
+        message: "unknown value `int`: expected one of string, integer, number, boolean",
+    },
+    Case {
+        name: "enum value outside the limits",
+        from: "      order_id: { type: integer, min: 1 }\n    statements:\n      - sql: SELECT",
+        to: "      order_id: { type: integer, min: 1, enum: [0, 5] }\n    statements:\n      - sql: SELECT",
+        field: "tools.get_order.parameters.order_id",
+        marker: "enum: [0, 5]",
+        message: "enum value 0: must be at least 1",
+    },
+    Case {
+        name: "template brace never closed, after non-ASCII text",
+        from: "error: \"order {order_id} not open\"",
+        to: "error: \"ordér {order_id not open\"",
+        field: "tools.cancel_order.statements[0].expect.error",
+        marker: "ordér {order_id",
+        message: "never closed at character 7 (counting from 1;",
+    },
+    Case {
+        name: "toolset listing a tool twice",
+        from: "tools: [get_order]",
+        to: "tools: [get_order, get_order]\n    retry: { max_attempts: 3 }",
+        field: "toolsets.viewer.tools",
+        marker: "tools: [get_order, get_order]",
+        message: "lists \"get_order\" twice",
+    },
 ];
 
 /// Problems only the database finds.
@@ -326,6 +374,52 @@ async fn serve_refuses_an_unknown_toolset_flag() {
     .await;
     assert_eq!(ran.code, Some(2), "{ran:?}");
     assert!(ran.stderr.contains("no toolset \"nope\""), "{ran:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_stdio_caller_flags_with_http() {
+    let db = Db::sqlite().await;
+    db.load("orders.sql").await;
+    let env = env(&db);
+    let env = env_refs(&env);
+    let path = db.write("base.yaml", BASE);
+    let config = path.to_str().unwrap();
+    for flag in [["--role", "admin"], ["--toolset", "viewer"]] {
+        let mut args = vec!["serve", "--config", config, "--http", "127.0.0.1:0"];
+        args.extend(flag);
+        let ran = run(&args, &env).await;
+        assert_eq!(ran.code, Some(2), "{flag:?}: {ran:?}");
+        assert!(
+            ran.stderr.contains(
+                "--role and --toolset set the stdio caller; over --http each request's caller is its bearer token"
+            ),
+            "{flag:?}: {ran:?}"
+        );
+        assert!(ran.stdout.is_empty(), "{flag:?}: {ran:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_names_the_address_it_cannot_listen_on() {
+    let db = Db::sqlite().await;
+    db.load("orders.sql").await;
+    let env = env(&db);
+    let env = env_refs(&env);
+    let path = db.write("base.yaml", BASE);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let ran = run(
+        &["serve", "--config", path.to_str().unwrap(), "--http", &addr],
+        &env,
+    )
+    .await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert!(
+        ran.stderr.contains(&format!(
+            "could not listen on {addr} (--http): address in use"
+        )),
+        "{ran:?}"
+    );
 }
 
 async fn database_mistakes(db: Db) {

@@ -2,10 +2,12 @@
 //! every value a later check may have to point at. Nothing here is checked beyond its type;
 //! `validate.rs` does the rest.
 
+use std::fmt;
 use std::time::Duration;
 
 use indexmap::IndexMap;
-use serde::Deserialize;
+use serde::de::{self, Unexpected, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_saphyr::Spanned;
 use txretry_tool::PolicyConfig;
 
@@ -37,7 +39,8 @@ pub struct SourceDecl {
     /// `sqlite://PATH`, `postgres://…` (multi-host too), `mysql://…`; `${VAR}` is replaced by
     /// the environment variable `VAR`.
     pub url: Spanned<String>,
-    /// The pool's size.
+    /// The pool's size (1 or more).
+    #[serde(default, deserialize_with = "pool_size")]
     pub max_connections: Option<u32>,
 }
 
@@ -183,6 +186,32 @@ pub struct TokenDecl {
     pub toolset: Option<Spanned<String>>,
 }
 
+/// `max_connections`: a whole number from 1, refused otherwise with the range it must be in
+/// (the parser alone would say `invalid u32`).
+fn pool_size<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    struct PoolSize;
+    impl Visitor<'_> for PoolSize {
+        type Value = u32;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a whole number from 1 to {}", u32::MAX)
+        }
+
+        fn visit_u64<E: de::Error>(self, n: u64) -> Result<u32, E> {
+            u32::try_from(n)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| E::invalid_value(Unexpected::Unsigned(n), &self))
+        }
+
+        fn visit_i64<E: de::Error>(self, n: i64) -> Result<u32, E> {
+            let n = u64::try_from(n).map_err(|_| E::invalid_value(Unexpected::Signed(n), &self))?;
+            self.visit_u64(n)
+        }
+    }
+    deserializer.deserialize_any(PoolSize).map(Some)
+}
+
 /// Durations as humans write them (`5s`, `250ms`, `1m 30s`; humantime's grammar, a bare
 /// number refused), keeping their place.
 mod duration {
@@ -196,7 +225,16 @@ mod duration {
     ) -> Result<Option<Spanned<Duration>>, D::Error> {
         let text = Spanned::<String>::deserialize(deserializer)?;
         let parsed = humantime::parse_duration(&text.value).map_err(|why| {
-            serde::de::Error::custom(format_args!("invalid duration {:?}: {why}", text.value))
+            let text = text.value.trim();
+            // humantime says "time unit needed, for example 5sec or 5ms"; `sec` reads oddly
+            // next to the README's `5s`.
+            if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit() || c == '.') {
+                serde::de::Error::custom(format_args!(
+                    "a duration needs a unit: `{text}s`, `{text}ms`, `1m 30s`"
+                ))
+            } else {
+                serde::de::Error::custom(format_args!("invalid duration {text:?}: {why}"))
+            }
         })?;
         Ok(Some(Spanned::new(parsed, text.referenced, text.defined)))
     }

@@ -1,6 +1,7 @@
-//! The config file: read (`file.rs`), checked (`validate.rs`) into a [`Config`] that the server
-//! runs as it is. A config that [`load`] returns has no problem left that can be found
-//! without a database (`txretry-mcp check` then prepares every statement on its source).
+//! The config file: read (`file.rs`; its YAML errors said by `yaml.rs`), checked
+//! (`validate/`) into a [`Config`] that the server runs as it is. A config that [`load`]
+//! returns has no problem left that can be found without a database (`txretry-mcp check`
+//! then prepares every statement on its source).
 
 mod env;
 mod error;
@@ -8,6 +9,7 @@ mod file;
 mod param;
 mod path;
 mod validate;
+mod yaml;
 
 use std::time::Duration;
 
@@ -175,7 +177,7 @@ pub struct OncePlan {
 
 /// A bearer token and who it makes its caller.
 pub struct TokenPlan {
-    /// The token (from the environment).
+    /// The token (from the environment, without surrounding white space).
     pub token: String,
     /// The variable it came from, for messages.
     pub env: String,
@@ -220,34 +222,10 @@ pub fn load(path: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, 
 /// # Errors
 /// Every problem found.
 pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, Vec<ConfigError>> {
-    let file: file::File = serde_saphyr::from_str(text).map_err(|error| {
-        let at = error.location().unwrap_or(serde_saphyr::Location::UNKNOWN);
-        let field = if at == serde_saphyr::Location::UNKNOWN {
-            String::new()
-        } else {
-            path::at_line(text, at.line())
-        };
-        vec![ConfigError::at(field, at, yaml_message(&error))]
-    })?;
+    let file: file::File =
+        serde_saphyr::from_str(text).map_err(|error| vec![yaml::problem(text, &error)])?;
     validate::validate(file, env).map_err(|mut errors| {
         errors.sort_by_key(|error| error.line.unwrap_or(0));
         errors
     })
-}
-
-/// The YAML error's own message, without the place (given apart) or the source snippet.
-fn yaml_message(error: &serde_saphyr::Error) -> String {
-    let text = error.to_string();
-    let mut first = text.lines().next().unwrap_or_default();
-    first = first.strip_prefix("error: ").unwrap_or(first);
-    // "line 3 column 5: …" is said by ConfigError itself.
-    if first.starts_with("line ")
-        && let Some((_, rest)) = first.split_once(": ")
-    {
-        first = rest;
-    }
-    match first.rfind(" at line ") {
-        Some(cut) => first[..cut].to_owned(),
-        None => first.to_owned(),
-    }
 }

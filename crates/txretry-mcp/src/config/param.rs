@@ -2,6 +2,8 @@
 //! of a call's argument against it (the same rules, so nothing the schema refuses reaches
 //! the database).
 
+use std::cmp::Ordering;
+
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -88,30 +90,43 @@ impl ParamDecl {
     }
 
     /// Checks the declaration itself: the default and the allowed values fit the type and
-    /// the limits, the limits make sense. `Err` says what is wrong.
+    /// the limits, the limits make sense (some value can satisfy them). `Err` says what is
+    /// wrong, naming the key.
     pub fn check(&self) -> Result<(), String> {
+        if self.kind == ParamKind::Boolean && (self.min.is_some() || self.max.is_some()) {
+            return Err("a boolean has no min or max".to_owned());
+        }
+        for (key, limit) in [("min", self.min), ("max", self.max)] {
+            let Some(limit) = limit else { continue };
+            if !limit.is_finite() {
+                return Err(format!("{key} must be a finite number"));
+            }
+            // An integer is compared with its limits exactly, as an i64 (`parse`).
+            if self.kind == ParamKind::Integer && !is_i64(limit) {
+                return Err(format!(
+                    "{key} ({limit}) of an integer must be a whole number from {} to {}",
+                    i64::MIN,
+                    i64::MAX
+                ));
+            }
+            if self.kind == ParamKind::String && !(is_i64(limit) && limit >= 0.0) {
+                return Err(format!(
+                    "{key} ({limit}) of a string is a length: a whole number, 0 or more"
+                ));
+            }
+        }
         if let (Some(min), Some(max)) = (self.min, self.max)
             && min > max
         {
             return Err(format!("min ({min}) is above max ({max})"));
         }
-        for limit in [self.min, self.max].into_iter().flatten() {
-            if !limit.is_finite() {
-                return Err("min and max must be finite numbers".to_owned());
-            }
-            if self.kind == ParamKind::String && (limit < 0.0 || limit.fract() != 0.0) {
-                return Err("min and max of a string are lengths: whole numbers, 0 or more".into());
-            }
-        }
-        if self.kind == ParamKind::Boolean && (self.min.is_some() || self.max.is_some()) {
-            return Err("a boolean has no min or max".to_owned());
-        }
         if let Some(allowed) = &self.allowed {
             if allowed.is_empty() {
                 return Err("enum lists no value".to_owned());
             }
+            // Against the limits too: a value outside them could never be called with.
             for value in allowed {
-                self.convert(value)
+                self.parse(value)
                     .map_err(|why| format!("enum value {value}: {why}"))?;
             }
         }
@@ -144,14 +159,8 @@ impl ParamDecl {
                 let limit = if self.kind == ParamKind::Number {
                     json!(limit)
                 } else {
-                    // Whole numbers for integers and lengths (a fractional integer limit is
-                    // rounded inwards by the check, and shown as the check applies it).
-                    let whole = if key == min_key {
-                        limit.ceil()
-                    } else {
-                        limit.floor()
-                    };
-                    json!(whole as i64)
+                    // Integers' limits and lengths are whole numbers within i64 (`check`).
+                    json!(limit as i64)
                 };
                 schema.insert(key.into(), limit);
             }
@@ -170,37 +179,59 @@ impl ParamDecl {
             let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
             return Err(format!("must be one of {}", list.join(", ")));
         }
-        let measured = match &converted {
-            SqlValue::Text(text) => Some((text.chars().count() as f64, " characters long")),
-            SqlValue::Integer(n) => Some((*n as f64, "")),
-            SqlValue::Number(n) => Some((*n, "")),
-            _ => None,
+        let unit = match converted {
+            SqlValue::Text(_) => " characters long",
+            _ => "",
         };
-        if let Some((measure, unit)) = measured {
-            if let Some(min) = self.min
-                && measure < min
-            {
-                return Err(format!("must be at least {min}{unit}"));
-            }
-            if let Some(max) = self.max
-                && measure > max
-            {
-                return Err(format!("must be at most {max}{unit}"));
-            }
+        if let Some(min) = self.min
+            && against(&converted, min) == Some(Ordering::Less)
+        {
+            return Err(format!("must be at least {min}{unit}"));
+        }
+        if let Some(max) = self.max
+            && against(&converted, max) == Some(Ordering::Greater)
+        {
+            return Err(format!("must be at most {max}{unit}"));
         }
         Ok(converted)
     }
 
     /// The value as the parameter's type, or why it is not one.
     fn convert(&self, value: &Value) -> Result<SqlValue, String> {
-        let wrong = || format!("expected {}, got {}", an(self.kind), describe(value));
         match self.kind {
             ParamKind::String => value.as_str().map(|s| SqlValue::Text(s.to_owned())),
             ParamKind::Integer => value.as_i64().map(SqlValue::Integer),
             ParamKind::Number => value.as_f64().map(SqlValue::Number),
             ParamKind::Boolean => value.as_bool().map(SqlValue::Boolean),
         }
-        .ok_or_else(wrong)
+        .ok_or_else(|| match value.as_f64() {
+            // A whole number past 64 bits (JSON reads it as a u64 or a float): an integer
+            // all the same, only too large.
+            Some(x) if self.kind == ParamKind::Integer && x.fract() == 0.0 && x.abs() >= TWO_63 => {
+                format!("must be from {} to {} (64 bits)", i64::MIN, i64::MAX)
+            }
+            _ => format!("expected {}, got {}", an(self.kind), describe(value)),
+        })
+    }
+}
+
+/// 2^63, exact as a float (i64::MAX is not): an i64 is in -2^63 .. 2^63.
+const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+
+/// Whether `x` is a whole number an i64 holds.
+fn is_i64(x: f64) -> bool {
+    x.fract() == 0.0 && (-TWO_63..TWO_63).contains(&x)
+}
+
+/// How a value's measure (a number, a text's length) compares with a limit; `None` for a
+/// value that has none.
+fn against(value: &SqlValue, limit: f64) -> Option<Ordering> {
+    match value {
+        // Exact: an integer's limits are whole numbers within i64 (`check`).
+        SqlValue::Integer(n) => Some(n.cmp(&(limit as i64))),
+        SqlValue::Number(x) => x.partial_cmp(&limit),
+        SqlValue::Text(text) => (text.chars().count() as f64).partial_cmp(&limit),
+        SqlValue::Null(_) | SqlValue::Boolean(_) => None,
     }
 }
 
@@ -255,6 +286,29 @@ mod tests {
     }
 
     #[test]
+    fn an_integer_past_64_bits_is_out_of_range() {
+        let p = param("type: integer");
+        let range = "must be from -9223372036854775808 to 9223372036854775807 (64 bits)";
+        assert_eq!(p.parse(&json!(u64::MAX)).unwrap_err(), range);
+        let below: Value = serde_json::from_str("-9223372036854775809").unwrap();
+        assert_eq!(p.parse(&below).unwrap_err(), range);
+        assert_eq!(p.parse(&json!(i64::MIN)), Ok(SqlValue::Integer(i64::MIN)));
+        assert_eq!(
+            p.parse(&json!(2.0)).unwrap_err(),
+            "expected an integer, got a number"
+        );
+    }
+
+    #[test]
+    fn integer_limits_are_exact_at_64_bits() {
+        let p = param("type: integer\nmax: -9223372036854775808");
+        assert!(p.check().is_ok());
+        assert_eq!(p.parse(&json!(i64::MIN)), Ok(SqlValue::Integer(i64::MIN)));
+        // As floats the two are equal; as integers they are not.
+        assert!(p.parse(&json!(i64::MIN + 1)).is_err());
+    }
+
+    #[test]
     fn strings_are_limited_by_length_and_enum() {
         let p = param("type: string\nenum: [open, paid]\nmax: 4");
         assert_eq!(p.parse(&json!("open")), Ok(SqlValue::Text("open".into())));
@@ -268,6 +322,36 @@ mod tests {
             "must be at least 2 characters long"
         );
         assert_eq!(p.schema()["minLength"], 2);
+    }
+
+    #[test]
+    fn declarations_no_call_can_satisfy_are_refused() {
+        let refused = |yaml: &str| param(yaml).check().unwrap_err();
+        assert_eq!(
+            refused("type: integer\nmin: 1\nenum: [0, 5]"),
+            "enum value 0: must be at least 1"
+        );
+        assert_eq!(
+            refused("type: string\nmax: 4\nenum: [open, closed]"),
+            "enum value \"closed\": must be at most 4 characters long"
+        );
+        assert_eq!(
+            refused("type: integer\nmin: 1e30"),
+            "min (1000000000000000000000000000000) of an integer must be a whole number \
+             from -9223372036854775808 to 9223372036854775807"
+        );
+        assert!(refused("type: integer\nmax: 9223372036854775807").starts_with("max ("));
+        assert!(
+            refused("type: integer\nmin: 1.2\nmax: 1.8").starts_with("min (1.2) of an integer")
+        );
+        assert_eq!(
+            refused("type: number\nmin: 2.5\nmax: 1.5"),
+            "min (2.5) is above max (1.5)"
+        );
+        assert_eq!(
+            refused("type: number\nmax: .nan"),
+            "max must be a finite number"
+        );
     }
 
     #[test]

@@ -115,6 +115,15 @@ pub(crate) async fn invalid_arguments_never_reach_the_database(db: Db) {
     }
     let error = protocol_error(&client, "get_order", json!({"order_id": 0})).await;
     assert_eq!(error.code, INVALID_PARAMS, "{error:?}");
+    // A whole number past 64 bits is out of range, not "not an integer".
+    let error = protocol_error(&client, "get_order", json!({"order_id": u64::MAX})).await;
+    assert_eq!(error.code, INVALID_PARAMS, "{error:?}");
+    assert!(
+        error
+            .message
+            .contains("order_id: must be from -9223372036854775808 to 9223372036854775807"),
+        "{error:?}"
+    );
     assert_eq!(money(&db).await, before, "the database is unchanged");
     // Not even a once record was claimed: the calls never reached the database.
     let records = match db.kind {

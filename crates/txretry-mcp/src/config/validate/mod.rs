@@ -25,6 +25,8 @@ impl Problems {
     }
 }
 
+#[cfg(test)]
+mod tests;
 mod tool;
 
 use self::tool::check_tool;
@@ -81,7 +83,7 @@ pub(super) fn validate(
             .retry
             .as_ref()
             .and_then(|retry| policy(retry, &base, &format!("{field}.retry"), &mut problems));
-        let mut names = Vec::new();
+        let mut names: Vec<String> = Vec::new();
         for (i, tool) in decl.value.tools.iter().enumerate() {
             let item = format!("{field}.tools[{i}]");
             if !file.tools.contains_key(&tool.value) {
@@ -89,6 +91,14 @@ pub(super) fn validate(
                     item,
                     tool.referenced,
                     format!("no tool is named {:?}", tool.value),
+                );
+                continue;
+            }
+            if names.contains(&tool.value) {
+                problems.at(
+                    format!("{field}.tools"),
+                    tool.referenced,
+                    format!("lists {:?} twice", tool.value),
                 );
                 continue;
             }
@@ -122,7 +132,15 @@ pub(super) fn validate(
         let under = toolset_retry
             .get(name.as_str())
             .map_or(&base, |(_, retry)| retry);
-        let plan = check_tool(name, decl, &field, &sources, under, &mut problems);
+        let plan = check_tool(
+            name,
+            decl,
+            &field,
+            &file.sources,
+            &sources,
+            under,
+            &mut problems,
+        );
         let tool_retry = match (&plan, toolset_retry.get(name.as_str())) {
             (Some(plan), _) if plan.retry.is_some() => None,
             (_, Some((_, retry))) => Some(retry.clone()),
@@ -152,8 +170,9 @@ pub(super) fn validate(
                 format!("no toolset is named {:?}", set.value),
             );
         }
-        match env(&var.value) {
-            Some(value) if value.trim().len() >= 16 => {
+        // A bearer token is compared trimmed (auth.rs): it is checked, and kept, trimmed.
+        match env(&var.value).map(|value| value.trim().to_owned()) {
+            Some(value) if value.chars().count() >= 16 => {
                 if let Some(other) = tokens.iter().find(|t| t.token == value) {
                     problems.at(
                         format!("{field}.env"),
@@ -171,7 +190,10 @@ pub(super) fn validate(
             Some(_) => problems.at(
                 format!("{field}.env"),
                 var.referenced,
-                format!("the token in {} is shorter than 16 characters", var.value),
+                format!(
+                    "the token in {} is shorter than 16 characters (spaces around it do not count)",
+                    var.value
+                ),
             ),
             None => problems.at(
                 format!("{field}.env"),
@@ -235,14 +257,8 @@ fn check_source(
             return None;
         }
     };
+    // At least 1: refused otherwise when the file is read.
     let max_connections = source.value.max_connections.unwrap_or(8);
-    if max_connections == 0 {
-        problems.at(
-            format!("{field}.max_connections"),
-            source.referenced,
-            "must be at least 1",
-        );
-    }
     Some(Source {
         name: name.to_owned(),
         shown: redact(&url),

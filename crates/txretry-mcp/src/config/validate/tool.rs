@@ -10,17 +10,21 @@ use txretry_core::{Isolation, RetryPolicy};
 use txretry_tool::Once;
 
 use super::{NAME_RULE, Problems, is_identifier, is_name, policy};
-use crate::config::file::{IsolationDecl, Returns, ToolDecl};
+use crate::config::file::{IsolationDecl, Returns, SourceDecl, ToolDecl};
 use crate::config::{
     Engine, ExpectPlan, Located, OncePlan, ReturnsPlan, Source, StatementPlan, ToolPlan,
 };
 use crate::sql::{Ref, Statement, Style};
 use crate::template::Template;
 
+/// `declared`: the file's sources; `sources`: those among them that loaded (a tool on one
+/// that did not is not refused for it: the source's own problem says why, as does the
+/// lack of any source).
 pub(super) fn check_tool(
     name: &str,
     decl: &Spanned<ToolDecl>,
     field: &str,
+    declared: &IndexMap<String, Spanned<SourceDecl>>,
     sources: &IndexMap<String, Source>,
     base: &RetryPolicy,
     problems: &mut Problems,
@@ -31,7 +35,7 @@ pub(super) fn check_tool(
     if !is_name(name) {
         problems.at(field, here, NAME_RULE);
     }
-    if !sources.contains_key(&tool.source.value) && !sources.is_empty() {
+    if !declared.contains_key(&tool.source.value) && !declared.is_empty() {
         problems.at(
             format!("{field}.source"),
             tool.source.referenced,
