@@ -146,10 +146,12 @@ async fn run(command: Command) -> ExitCode {
         Err(errors) => return refused(errors),
     };
     let Some((_, roles, toolset)) = serving else {
+        let count = |n: usize, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
         println!(
-            "{path}: OK: {} tools, {prepared} statements prepared on {} sources",
-            config.tools.len(),
-            config.sources.len()
+            "{path}: OK: {}, {} prepared on {}",
+            count(config.tools.len(), "tool"),
+            count(prepared, "statement"),
+            count(config.sources.len(), "source")
         );
         return ExitCode::SUCCESS;
     };
