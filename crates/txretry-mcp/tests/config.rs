@@ -436,8 +436,11 @@ async fn examples_pass_check(db: Db) {
     ] {
         let ran = check(&common::examples().join(yaml), &[(var, db.url.as_str())]).await;
         assert_eq!(ran.code, Some(0), "{yaml}: {ran:?}");
+        // Counted in words: "1 source", not "1 sources".
+        let says = format!("OK: {tools} tools, ");
+        assert!(ran.stdout.contains(&says), "{yaml}: {ran:?}");
         assert!(
-            ran.stdout.contains(&format!("OK: {tools} tools")),
+            ran.stdout.trim_end().ends_with(" prepared on 1 source"),
             "{yaml}: {ran:?}"
         );
     }
