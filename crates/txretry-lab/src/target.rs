@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use txretry::sqlx::database_url::{self, Engine, SchemeError};
 use txretry::sqlx::redact::{passwords_in, redact_url, scrub};
 
 /// The database a run goes to.
@@ -25,17 +26,17 @@ pub enum TargetError {
     /// `sqlite://` without a path.
     #[error("an sqlite URL needs a path, e.g. sqlite://lab.db (or plain `sqlite` for a temp file)")]
     SqliteNeedsPath,
-    /// A scheme the lab does not know (the scheme, when the value has a plausible one).
-    #[error("{}expected sqlite, sqlite://PATH, postgres://… or mysql://…", unsupported(.0))]
-    Unsupported(Option<String>),
+    /// A scheme the lab does not know, or one written without its `//`.
+    #[error("{}", with_hint(.0))]
+    Scheme(#[from] SchemeError),
 }
 
-/// What [`TargetError::Unsupported`] says of the scheme it was given, if any.
-fn unsupported(scheme: &Option<String>) -> String {
-    scheme
-        .as_ref()
-        .map(|s| format!("unsupported database `{s}://`; "))
-        .unwrap_or_default()
+/// `error`, and where it lists what the lab takes, the lab's own default too.
+fn with_hint(error: &SchemeError) -> String {
+    match error {
+        SchemeError::NoSlashes(_) => error.to_string(),
+        _ => format!("{error} (or plain `sqlite`: a temp file)"),
+    }
 }
 
 impl Target {
@@ -43,25 +44,21 @@ impl Target {
     /// password).
     pub fn parse(text: &str) -> Result<Target, TargetError> {
         let trimmed = text.trim();
-        let lower = trimmed.to_ascii_lowercase();
-        if lower == "sqlite" {
-            Ok(Target::EmbeddedSqlite)
-        } else if lower.starts_with("sqlite:") {
-            if trimmed.len() <= "sqlite://".len() && lower.trim_end_matches('/') == "sqlite:" {
-                return Err(TargetError::SqliteNeedsPath);
-            }
-            Ok(Target::Sqlite(trimmed.to_owned()))
-        } else if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
-            Ok(Target::Postgres(trimmed.to_owned()))
-        } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
-            Ok(Target::MySql(trimmed.to_owned()))
-        } else {
-            let scheme = trimmed
-                .split_once("://")
-                .map(|(s, _)| s)
-                .filter(|s| s.len() <= 20 && s.chars().all(|c| c.is_ascii_alphanumeric()));
-            Err(TargetError::Unsupported(scheme.map(str::to_owned)))
+        if trimmed.eq_ignore_ascii_case("sqlite") {
+            return Ok(Target::EmbeddedSqlite);
         }
+        let url = trimmed.to_owned();
+        Ok(match database_url::engine(trimmed)? {
+            Engine::Sqlite => {
+                let lower = trimmed.to_ascii_lowercase();
+                if lower.trim_end_matches('/') == "sqlite:" {
+                    return Err(TargetError::SqliteNeedsPath);
+                }
+                Target::Sqlite(url)
+            }
+            Engine::Postgres => Target::Postgres(url),
+            Engine::MySql => Target::MySql(url),
+        })
     }
 
     /// The engine's short name: `sqlite`, `postgres` or `mysql`.

@@ -167,6 +167,8 @@ own sqlx features decide (`sqlite` bundles it, `sqlite-unbundled` uses the syste
 mod admission;
 mod backends;
 mod codes;
+#[doc(hidden)]
+pub mod database_url;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod own_error;
 #[cfg(feature = "postgres")]

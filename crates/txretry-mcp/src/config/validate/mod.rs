@@ -272,25 +272,15 @@ fn check_source(
     })
 }
 
-/// The engine a source URL names, or why it names none. The message never quotes the URL:
-/// one that does not parse as expected may not be redacted as expected either.
+/// The engine a source URL names, or why it names none (without quoting the URL).
 fn engine_of(url: &str) -> Result<Engine, String> {
-    const EXPECTED: &str = "expected sqlite://PATH, postgres://… or mysql://…";
-    let (scheme, rest) = url.split_once(':').unwrap_or(("", url));
-    let engine = match scheme.to_ascii_lowercase().as_str() {
-        "postgres" | "postgresql" => Engine::Postgres,
-        "mysql" | "mariadb" => Engine::MySql,
-        // sqlx also takes `sqlite:PATH` and `sqlite::memory:`.
-        "sqlite" => return Ok(Engine::Sqlite),
-        _ if scheme.len() <= 20 && scheme.chars().all(|c| c.is_ascii_alphanumeric()) => {
-            return Err(format!("unsupported database `{scheme}:`; {EXPECTED}"));
-        }
-        _ => return Err(format!("not a database URL; {EXPECTED}")),
-    };
-    if !rest.starts_with("//") {
-        return Err(format!("a {scheme} URL starts with `{scheme}://`"));
+    use txretry_sqlx::database_url::{self, Engine as Named};
+    match database_url::engine(url) {
+        Ok(Named::Postgres) => Ok(Engine::Postgres),
+        Ok(Named::MySql) => Ok(Engine::MySql),
+        Ok(Named::Sqlite) => Ok(Engine::Sqlite),
+        Err(why) => Err(why.to_string()),
     }
-    Ok(engine)
 }
 
 /// `config` over `base`, or `None` with the problem noted.
