@@ -78,6 +78,7 @@
 mod config;
 mod context;
 mod descriptor;
+mod error_text;
 mod invoke;
 #[cfg(feature = "mcp")]
 pub mod mcp;

@@ -19,7 +19,8 @@ use crate::ToolContext;
 /// call's [`Outcome`].
 ///
 /// Its `Display` is short and meant for the model: the tool, what happened, how many
-/// attempts, and for a business failure the handler's own message. Driver errors of
+/// attempts, and for a business failure the handler's own message (with the causes that
+/// add to it: tokio-postgres puts the server's message in one). Driver errors of
 /// transient failures are not shown (they are in [`attempts`](ToolFailure::attempts) and
 /// in `source()`, for logs).
 #[derive(Debug)]
@@ -148,7 +149,11 @@ impl fmt::Display for ToolFailure {
             .kind()
             .map_or("temporary failure", TransientKind::as_str);
         match self.kind {
-            FailureKind::Business => write!(f, "{tool}: {}", self.last_error()),
+            FailureKind::Business => write!(
+                f,
+                "{tool}: {}",
+                crate::error_text::with_causes(self.last_error())
+            ),
             FailureKind::RetriesExhausted => write!(
                 f,
                 "{tool}: still failing after {tries} attempt{s} ({kind}); nothing was committed, try again later"

@@ -61,7 +61,7 @@ impl BusinessError {
         }
         BusinessError {
             kind: code.map_or_else(|| "error".to_owned(), |code| code.to_string()),
-            message: error.to_string(),
+            message: crate::error_text::with_causes(error),
         }
     }
 }

@@ -69,6 +69,15 @@ impl Db {
         }
     }
 
+    /// What the server says of a duplicate primary key: the text a model must be told.
+    pub fn unique_phrase(self) -> &'static str {
+        match self {
+            Db::Postgres => "duplicate key value violates unique constraint",
+            Db::MySql => "Duplicate entry",
+            Db::Sqlite => "UNIQUE constraint failed",
+        }
+    }
+
     /// Whether claims queued behind a claim that rolls back fail as deadlocks (all but
     /// one) before they queue again: InnoDB's gap locks. Postgres hands the key to one
     /// waiter; SQLite has one writer at a time, nothing queues on the row.

@@ -54,8 +54,12 @@ pub async fn a_permanent_database_error_is_recorded_with_its_code<D: OnceDriver>
     let (status, _, kind, message) = s.record("call-u").await;
     assert_eq!(status, "error");
     assert_eq!(kind.as_deref(), Some(D::DB.unique_kind()));
+    // The server's own words, recorded and told: tokio-postgres says only "db error" and
+    // keeps them in its error's cause.
+    let message = message.unwrap();
+    assert!(message.contains(D::DB.unique_phrase()), "{message}");
     assert_eq!(
-        format!("register: {}", message.unwrap()),
+        format!("register: {message}"),
         first.unwrap_err().to_string()
     );
     drop_tables(&s.fx, &[&keyed]).await;
