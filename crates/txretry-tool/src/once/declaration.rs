@@ -28,8 +28,9 @@ type KeyFn = dyn Fn(&Value) -> Result<String, String> + Send + Sync;
 /// - **The key**: the call id given to [`Toolbox::invoke`](crate::Toolbox::invoke) by default
 ///   ([`Once::new`]), or one derived from the arguments ([`Once::key_from_args`]). Keys are
 ///   scoped by tool: the record's primary key is `(tool, call_key)`. It must be 1 to 255
-///   bytes. A call id is only a good key if it is unique for every *logical* call (a model's
-///   tool-call id is; a JSON-RPC request id that restarts at 1 in every session is not).
+///   bytes, without a NUL character (Postgres text cannot hold one). A call id is only a
+///   good key if it is unique for every *logical* call (a model's tool-call id is; a
+///   JSON-RPC request id that restarts at 1 in every session is not).
 /// - **The table**: `txretry_tool_calls` unless [`Once::table`] names another (checked as a
 ///   plain identifier). It is created on first use, or by
 ///   [`Once::migrate`](crate::Once#method.migrate); its DDL for each database is
@@ -81,8 +82,9 @@ impl Once {
     /// tool's argument type, or any type they fit) and handed to `key`. Two calls whose
     /// arguments give the same key are the same call, whatever their call ids.
     ///
-    /// If the arguments do not fit `A`, or the key is empty or longer than 255 bytes, the
-    /// invocation is refused ([`OnceRefused::InvalidKey`](crate::OnceRefused::InvalidKey)) before the handler runs.
+    /// If the arguments do not fit `A`, or the key is empty, longer than 255 bytes or holds
+    /// a NUL character, the invocation is refused
+    /// ([`OnceRefused::InvalidKey`](crate::OnceRefused::InvalidKey)) before the handler runs.
     pub fn key_from_args<A, F>(key: F) -> Once
     where
         A: DeserializeOwned,
@@ -163,6 +165,11 @@ impl Once {
                 key.len()
             ));
         }
+        // Refused on every database alike: Postgres cannot store it (22021), and a key that
+        // only some databases take would make one tool behave differently on each.
+        if key.contains('\0') {
+            return Err("the idempotency key holds a NUL character".to_owned());
+        }
         Ok(key.into())
     }
 
@@ -230,6 +237,7 @@ mod tests {
         assert!(once.key_for("", &Value::Null).is_err());
         assert!(once.key_for(&"k".repeat(256), &Value::Null).is_err());
         assert!(once.key_for(&"k".repeat(255), &Value::Null).is_ok());
+        assert!(once.key_for("a\0b", &Value::Null).is_err());
 
         #[derive(serde::Deserialize)]
         struct Args {

@@ -14,7 +14,8 @@ pub enum OnceRefused {
     )]
     NotDeclared,
     /// The idempotency key could not be had (the arguments do not fit the key function's
-    /// type), or is empty or longer than 255 bytes. The handler did not run.
+    /// type), or is empty, longer than 255 bytes or holds a NUL character. The handler did
+    /// not run.
     #[error("no usable idempotency key: {0}")]
     InvalidKey(String),
     /// The handler started a second `ToolContext::once` transaction in one run. It was

@@ -258,7 +258,13 @@ async fn a_key_that_cannot_be_had_is_refused_before_the_handler_runs() {
         .tool(tool("by_call", Once::new()))
         .build()
         .unwrap();
-    for (name, call_id) in [("empty", "c"), ("unfit", "c"), ("by_call", "")] {
+    // A NUL character: JSON strings may hold one, Postgres text may not.
+    for (name, call_id) in [
+        ("empty", "c"),
+        ("unfit", "c"),
+        ("by_call", ""),
+        ("by_call", "a\0b"),
+    ] {
         let err = toolbox
             .invoke(&anyone(), name, json!({"item": 1}), call_id)
             .await
