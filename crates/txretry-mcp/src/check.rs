@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use sqlx::{AssertSqlSafe, Column, Executor, SqlSafeStr};
 
-use crate::config::{Config, ConfigError, ReturnsPlan, StatementPlan};
+use crate::config::{Config, ConfigError, ReturnsPlan, StatementPlan, ToolPlan};
+use crate::engine::postgres;
 use crate::source::Pool;
 use crate::sql::Ref;
 
@@ -63,7 +64,7 @@ pub async fn prepare(
                     )));
                 }
             }
-            match describe(pool, statement).await {
+            match describe(pool, tool, statement).await {
                 Ok(names) => {
                     prepared += 1;
                     returns_rows |= !names.is_empty();
@@ -97,8 +98,13 @@ pub async fn prepare(
     }
 }
 
-/// Prepares a statement on a connection of `pool`; the names of the columns it returns.
-async fn describe(pool: &Pool, statement: &StatementPlan) -> Result<Vec<String>, sqlx::Error> {
+/// Prepares a statement of `tool` on a connection of `pool` (on Postgres, with its
+/// parameters' declared types, as calls prepare it); the names of the columns it returns.
+async fn describe(
+    pool: &Pool,
+    tool: &ToolPlan,
+    statement: &StatementPlan,
+) -> Result<Vec<String>, sqlx::Error> {
     fn names<S: sqlx::Statement>(prepared: &S) -> Vec<String> {
         prepared
             .columns()
@@ -107,9 +113,16 @@ async fn describe(pool: &Pool, statement: &StatementPlan) -> Result<Vec<String>,
             .collect()
     }
     let sql = || AssertSqlSafe(Arc::clone(&statement.prepared.sql)).into_sql_str();
+    // A capture's type is its value's, known only when a call runs.
+    let kinds = statement.prepared.binds.iter().map(|bind| match bind {
+        Ref::Param(name) => tool.params.get(name).map(|decl| decl.kind),
+        Ref::Column(..) => None,
+    });
+    let (typed, types) = postgres::typed(&statement.prepared.sql, kinds);
+    let typed = || AssertSqlSafe(typed.clone()).into_sql_str();
     Ok(match pool {
-        Pool::Postgres(pool) => names(&pool.prepare(sql()).await?),
-        Pool::Primary(pool) => names(&pool.pool().prepare(sql()).await?),
+        Pool::Postgres(pool) => names(&pool.prepare_with(typed(), &types).await?),
+        Pool::Primary(pool) => names(&pool.pool().prepare_with(typed(), &types).await?),
         Pool::MySql(pool) => names(&pool.prepare(sql()).await?),
         Pool::Sqlite(pool) => names(&pool.prepare(sql()).await?),
     })

@@ -154,7 +154,7 @@ pub fn parse_args(plan: &ToolPlan, args: &Value) -> Result<Args, String> {
     for (name, decl) in &plan.params {
         let value = match (given.get(name), &decl.default) {
             (Some(Value::Null), _) | (None, None) if !decl.is_required() => {
-                SqlValue::Null(decl.kind)
+                SqlValue::Null(Some(decl.kind))
             }
             (None, None) => return Err(format!("{name}: required")),
             (Some(Value::Null), _) => {

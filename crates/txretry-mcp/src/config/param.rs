@@ -58,8 +58,9 @@ impl ParamKind {
 /// A value bound to a statement: never spliced into SQL.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SqlValue {
-    /// A missing optional argument (typed, so that the database knows what NULL it is).
-    Null(ParamKind),
+    /// A missing optional argument, typed by its declaration so that the database knows
+    /// what NULL it is; or (`None`) a captured NULL, which nothing types.
+    Null(Option<ParamKind>),
     /// A text.
     Text(String),
     /// A whole number.
@@ -71,6 +72,18 @@ pub enum SqlValue {
 }
 
 impl SqlValue {
+    /// The kind of value it is: what it is sent to the database as (`None`: an untyped
+    /// NULL).
+    pub fn kind(&self) -> Option<ParamKind> {
+        match self {
+            SqlValue::Null(kind) => *kind,
+            SqlValue::Text(_) => Some(ParamKind::String),
+            SqlValue::Integer(_) => Some(ParamKind::Integer),
+            SqlValue::Number(_) => Some(ParamKind::Number),
+            SqlValue::Boolean(_) => Some(ParamKind::Boolean),
+        }
+    }
+
     /// As JSON (for templates, keys and answers).
     pub fn to_json(&self) -> Value {
         match self {

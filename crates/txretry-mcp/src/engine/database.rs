@@ -47,10 +47,10 @@ macro_rules! bind_all {
         for value in $binds {
             query = match value {
                 SqlValue::Null(kind) => match kind {
-                    ParamKind::String => query.bind(None::<String>),
-                    ParamKind::Integer => query.bind(None::<i64>),
-                    ParamKind::Number => query.bind(None::<f64>),
-                    ParamKind::Boolean => query.bind(None::<bool>),
+                    Some(ParamKind::String) | None => query.bind(None::<String>),
+                    Some(ParamKind::Integer) => query.bind(None::<i64>),
+                    Some(ParamKind::Number) => query.bind(None::<f64>),
+                    Some(ParamKind::Boolean) => query.bind(None::<bool>),
                 },
                 SqlValue::Text(text) => query.bind(text),
                 SqlValue::Integer(n) => query.bind(n),
@@ -63,15 +63,16 @@ macro_rules! bind_all {
 }
 pub(crate) use bind_all;
 
-/// Runs a statement: prepared first (cached per connection) to learn whether it returns
-/// rows, then fetched or executed.
+/// Runs a statement: prepared first (cached per connection, with the parameter types
+/// `$types`, which may be none) to learn whether it returns rows, then fetched or executed.
 macro_rules! run_statement {
-    ($db:ty, $tx:expr, $sql:expr, $binds:expr, $read_row:path) => {{
+    ($db:ty, $tx:expr, $sql:expr, $types:expr, $binds:expr, $read_row:path) => {{
         use sqlx::{Executor, SqlSafeStr, Statement as _};
         let conn = &mut **$tx;
         // The SQL is the config file's (placeholders renumbered); a call's values are bound.
         let sql = sqlx::AssertSqlSafe($sql).into_sql_str();
-        let returns_rows = !conn.prepare(sql.clone()).await?.columns().is_empty();
+        let prepared = conn.prepare_with(sql.clone(), $types).await?;
+        let returns_rows = !prepared.columns().is_empty();
         let query = $crate::engine::database::bind_all!(sqlx::query::<$db>(sql), $binds);
         if returns_rows {
             let rows = query.fetch_all(&mut *conn).await?;
@@ -93,7 +94,9 @@ macro_rules! run_statement {
 }
 pub(crate) use run_statement;
 
-/// Implements [`Database`] for a sqlx database, given how it reads a row.
+/// Implements [`Database`] for a sqlx database that takes each value as it is bound (MySQL
+/// sends its type with every execution; SQLite's values carry their own), given how it
+/// reads a row.
 macro_rules! database {
     ($db:ty, $read_row:path) => {
         impl $crate::engine::database::Database for $db {
@@ -104,7 +107,7 @@ macro_rules! database {
             ) -> Result<$crate::engine::database::Done, sqlx::Error> {
                 use $crate::config::{ParamKind, SqlValue};
                 use $crate::engine::database::Done;
-                $crate::engine::database::run_statement!($db, tx, sql, binds, $read_row)
+                $crate::engine::database::run_statement!($db, tx, sql, &[], binds, $read_row)
             }
         }
     };

@@ -3,7 +3,7 @@
 
 mod database;
 mod mysql;
-mod postgres;
+pub mod postgres;
 mod sqlite;
 
 use std::sync::Arc;
@@ -136,7 +136,7 @@ fn bind(reference: &Ref, args: &Args, captures: &Captures) -> Result<SqlValue, B
                 )
             })?;
             Ok(match value {
-                Value::Null => SqlValue::Null(crate::config::ParamKind::String),
+                Value::Null => SqlValue::Null(None),
                 Value::Bool(b) => SqlValue::Boolean(*b),
                 Value::Number(n) => match n.as_i64() {
                     Some(i) => SqlValue::Integer(i),

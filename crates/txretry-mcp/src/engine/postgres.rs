@@ -1,12 +1,63 @@
-//! Postgres: `$n` placeholders; rows read by the columns' declared types.
+//! Postgres: `$n` placeholders, each declared with the type of the value it binds; rows
+//! read by the columns' declared types.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use sqlx::postgres::{PgRow, Postgres};
-use sqlx::{Column, Row, TypeInfo, ValueRef};
+use sqlx::postgres::types::Oid;
+use sqlx::postgres::{PgRow, PgTypeInfo, Postgres};
+use sqlx::{Column, Row, Transaction, Type, TypeInfo, ValueRef};
 
-use super::database::unreadable;
+use super::database::{Database, Done, unreadable};
+use crate::config::{ParamKind, SqlValue};
 
-super::database::database!(Postgres, read_row);
+impl Database for Postgres {
+    async fn run(
+        tx: &mut Transaction<'_, Postgres>,
+        sql: Arc<str>,
+        binds: Vec<SqlValue>,
+    ) -> Result<Done, sqlx::Error> {
+        let (sql, types) = typed(&sql, binds.iter().map(SqlValue::kind));
+        super::database::run_statement!(Postgres, tx, sql, &types, binds, read_row)
+    }
+}
+
+/// `sql` to prepare with each parameter declared as the kind of value it binds (`None`: a
+/// NULL nothing types, left to Postgres), and those types.
+///
+/// Left to itself, Postgres gives a parameter the type of where it stands (`price = $1` on a
+/// DOUBLE PRECISION column: float8), while sqlx sends each value in binary as the Rust type
+/// it was bound as: an i64 read as a float8 is a wrong number, committed. Declared, the
+/// parameter is what the value is (int8, float8, text, boolean), and Postgres converts it
+/// where SQL converts (an int8 into an INT or NUMERIC column, compared with a float8) or
+/// refuses the statement with its own hint (text into a timestamptz column: write
+/// `:at::timestamptz`).
+///
+/// sqlx caches prepared statements by their SQL text alone, whatever types they were
+/// prepared with, so the types are appended to the text as a comment: the same SQL with
+/// other types (a captured value that is NULL in one call) is another statement.
+pub fn typed(
+    sql: &str,
+    kinds: impl Iterator<Item = Option<ParamKind>>,
+) -> (String, Vec<PgTypeInfo>) {
+    let mut text = format!("{sql}\n/* txretry-mcp:");
+    let mut types = Vec::new();
+    for kind in kinds {
+        let (name, info) = match kind {
+            Some(ParamKind::String) => ("text", <String as Type<Postgres>>::type_info()),
+            Some(ParamKind::Integer) => ("int8", <i64 as Type<Postgres>>::type_info()),
+            Some(ParamKind::Number) => ("float8", <f64 as Type<Postgres>>::type_info()),
+            Some(ParamKind::Boolean) => ("bool", <bool as Type<Postgres>>::type_info()),
+            // Oid 0: unspecified, Postgres infers it.
+            None => ("?", PgTypeInfo::with_oid(Oid(0))),
+        };
+        let _ = write!(text, " {name}");
+        types.push(info);
+    }
+    text.push_str(" */");
+    (text, types)
+}
 
 fn read_row(row: &PgRow) -> Result<Map<String, Value>, sqlx::Error> {
     let mut object = Map::new();

@@ -1,0 +1,189 @@
+//! Values bound to columns of other types than the parameters', on every database: an
+//! integer into INT, SMALLINT and DOUBLE PRECISION columns and compared with INT, a number into BIGINT and
+//! NUMERIC ones and compared with NUMERIC, captured values (NULL in one call, text in the
+//! next, on one connection) bound again. Each value must land as given: on Postgres, a value
+//! sent in another type's binary form than the one the server expects was a wrong number,
+//! committed. Then, on Postgres, a text into a TIMESTAMPTZ column: refused by `check`, with
+//! the database's reason, until the SQL casts it.
+
+mod common;
+
+use common::{Db, check, outcome, stdio};
+use serde_json::{Value, json};
+
+const TABLE: &str = "CREATE TABLE items (
+    id BIGINT PRIMARY KEY,
+    code INT NOT NULL,
+    price DOUBLE PRECISION NOT NULL,
+    qty BIGINT NOT NULL,
+    small SMALLINT NOT NULL,
+    n NUMERIC(12, 2) NOT NULL,
+    label VARCHAR(20)
+)";
+
+/// One connection, so that every call's statements meet the ones the calls before them
+/// prepared on it.
+const TOOLS: &str = r#"
+sources:
+  shop: { url: "${VALUES_DB_URL}", max_connections: 1 }
+tools:
+  put:
+    source: shop
+    description: Add an item.
+    parameters:
+      id: { type: integer, description: Its id. }
+      code: { type: integer, description: Its code. }
+      price: { type: integer, description: Its price. }
+      qty: { type: number, description: How many. }
+      small: { type: integer, description: A small number. }
+      n: { type: number, description: An exact number. }
+      label: { type: string, description: Its label., required: false }
+    statements:
+      - sql: INSERT INTO items (id, code, price, qty, small, n, label) VALUES (:id, :code, :price, :qty, :small, :n, :label)
+  get:
+    source: shop
+    description: An item.
+    read_only: true
+    parameters:
+      id: { type: integer, description: Its id. }
+    statements:
+      - sql: SELECT id, price, qty, small, label FROM items WHERE id = :id
+    returns: row
+  by_code:
+    source: shop
+    description: The items with this code.
+    read_only: true
+    parameters:
+      code: { type: integer, description: The code. }
+    statements:
+      - sql: SELECT id FROM items WHERE code = :code ORDER BY id
+  by_n:
+    source: shop
+    description: The items with this exact number.
+    read_only: true
+    parameters:
+      n: { type: number, description: The number. }
+    statements:
+      - sql: SELECT id FROM items WHERE n = :n ORDER BY id
+  copy:
+    source: shop
+    description: A new item with another's price and label.
+    parameters:
+      from: { type: integer, description: The item copied. }
+      to: { type: integer, description: The new item's id. }
+    statements:
+      - sql: SELECT price, label FROM items WHERE id = :from
+        capture: src
+      - sql: INSERT INTO items (id, code, price, qty, small, n, label) VALUES (:to, 0, :src.price, 0, 0, 0, :src.label)
+"#;
+
+fn committed(outcome: &Value) -> &Value {
+    assert_eq!(outcome["status"], "committed", "{outcome}");
+    &outcome["result"]
+}
+
+async fn values_land_as_given_whatever_the_column_type(db: Db) {
+    db.exec(TABLE).await;
+    let config = db.write("values.yaml", TOOLS);
+    let client = stdio(&config, &[], &[("VALUES_DB_URL", db.url.as_str())]).await;
+    let puts = [
+        json!({"id": 1, "code": 41, "price": 100, "qty": 3, "small": 7, "n": 12.5, "label": "a"}),
+        json!({"id": 2, "code": 42, "price": 250, "qty": 4, "small": -3, "n": 7}),
+    ];
+    for put in puts {
+        committed(&outcome(&client, "put", put).await);
+    }
+    let one = outcome(&client, "get", json!({"id": 1})).await;
+    let one = committed(&one);
+    assert_eq!(one["price"].as_f64(), Some(100.0), "{one}");
+    assert_eq!(one["qty"], 3, "{one}");
+    assert_eq!(one["small"], 7, "{one}");
+    assert_eq!(one["label"], "a", "{one}");
+    let code = outcome(&client, "by_code", json!({"code": 42})).await;
+    assert_eq!(committed(&code), &json!([{"id": 2}]));
+    let sevens = outcome(&client, "by_n", json!({"n": 7})).await;
+    assert_eq!(committed(&sevens), &json!([{"id": 2}]));
+    // A captured NULL label, then a captured text one, through the same statement.
+    for (from, to) in [(2, 3), (1, 4)] {
+        committed(&outcome(&client, "copy", json!({"from": from, "to": to})).await);
+    }
+    let three = outcome(&client, "get", json!({"id": 3})).await;
+    let three = committed(&three);
+    assert_eq!(
+        (three["price"].as_f64(), &three["label"]),
+        (Some(250.0), &Value::Null)
+    );
+    let four = outcome(&client, "get", json!({"id": 4})).await;
+    let four = committed(&four);
+    assert_eq!(
+        (four["price"].as_f64(), &four["label"]),
+        (Some(100.0), &json!("a"))
+    );
+    client.cancel().await.unwrap();
+    // Read back by the test's own connection: what the server holds.
+    assert_eq!(
+        db.ints("SELECT id FROM items WHERE price = 100 ORDER BY id")
+            .await,
+        [1, 4]
+    );
+    assert_eq!(
+        db.ints("SELECT qty FROM items ORDER BY id").await,
+        [3, 4, 0, 0]
+    );
+    assert_eq!(db.ints("SELECT id FROM items WHERE small = -3").await, [2]);
+    assert_eq!(db.ints("SELECT id FROM items WHERE n = 12.5").await, [1]);
+}
+
+/// Postgres converts no text into a timestamp by itself: `check` says so, with the
+/// database's words, and the cast the SQL then writes works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_text_into_a_timestamp_needs_a_cast_in_the_sql() {
+    let Some(db) = Db::postgres("values::timestamp").await else {
+        return;
+    };
+    db.exec("CREATE TABLE stamps (id BIGINT PRIMARY KEY, at TIMESTAMPTZ)")
+        .await;
+    let tool = |sql: &str| {
+        format!(
+            r#"
+sources:
+  shop: {{ url: "${{VALUES_DB_URL}}" }}
+tools:
+  stamp:
+    source: shop
+    description: A stamp.
+    parameters:
+      id: {{ type: integer, description: Its id. }}
+      at: {{ type: string, description: When. }}
+    statements:
+      - sql: {sql}
+"#
+        )
+    };
+    let env = [("VALUES_DB_URL", db.url.as_str())];
+    let plain = db.write(
+        "plain.yaml",
+        &tool("INSERT INTO stamps (id, at) VALUES (:id, :at)"),
+    );
+    let ran = check(&plain, &env).await;
+    assert_eq!(ran.code, Some(2), "{ran:?}");
+    assert!(
+        ran.stderr.contains("the database refused it")
+            && ran.stderr.contains("timestamp with time zone")
+            && ran.stderr.contains("text"),
+        "{ran:?}"
+    );
+    let cast = db.write(
+        "cast.yaml",
+        &tool("INSERT INTO stamps (id, at) VALUES (:id, :at::timestamptz)"),
+    );
+    assert_eq!(check(&cast, &env).await.code, Some(0));
+    let client = stdio(&cast, &[], &env).await;
+    let at = json!({"id": 1, "at": "2024-01-02T03:04:05Z"});
+    committed(&outcome(&client, "stamp", at).await);
+    client.cancel().await.unwrap();
+    let year = "SELECT CAST(EXTRACT(YEAR FROM at) AS BIGINT) FROM stamps";
+    assert_eq!(db.ints(year).await, [2024]);
+}
+
+crate::on_each_database!(values_land_as_given_whatever_the_column_type);
