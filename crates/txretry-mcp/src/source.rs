@@ -16,6 +16,14 @@ use crate::config::{Engine, Source};
 /// answer after this, instead of the pool's own 30 s of retries.
 pub const OPEN_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a call waits for a connection of a multi-host source's pool, and how long
+/// opening it searches for the primary. Short, as the high-availability guide advises: a
+/// connect refused during a failover comes back to the call's policy (its `failover`
+/// budget does the waiting, with short pauses) instead of sqlx's own backoff, which grows
+/// to a fifth of this timeout; and a search that finds no primary ends, each host's reason
+/// in hand, within [`OPEN_WAIT`].
+pub const PRIMARY_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// An open source.
 pub enum Pool {
     /// A Postgres server, or a proxy that routes to the primary.
@@ -30,11 +38,21 @@ pub enum Pool {
 
 impl Pool {
     /// Opens the source's pool and checks that it answers (one connection), waiting at most
-    /// [`OPEN_WAIT`] for it.
+    /// [`OPEN_WAIT`] for it. A multi-host URL's search bounds itself
+    /// ([`PRIMARY_ACQUIRE_TIMEOUT`], then one last round of the hosts) and says why each
+    /// host was passed over.
     ///
     /// # Errors
     /// The driver's error, when the URL is refused or the database does not answer.
     pub async fn open(source: &Source) -> Result<Pool, Box<dyn std::error::Error + Send + Sync>> {
+        if source.engine == Engine::Postgres && PrimaryPool::is_multi_host(&source.url) {
+            let options = PgPoolOptions::new()
+                .max_connections(source.max_connections)
+                .acquire_timeout(PRIMARY_ACQUIRE_TIMEOUT);
+            return Ok(Pool::Primary(
+                PrimaryPool::connect(options, &source.url).await?,
+            ));
+        }
         match tokio::time::timeout(OPEN_WAIT, Pool::connect(source)).await {
             Ok(opened) => opened,
             Err(_) => Err(format!("no answer within {OPEN_WAIT:?}").into()),
@@ -44,9 +62,6 @@ impl Pool {
     async fn connect(source: &Source) -> Result<Pool, Box<dyn std::error::Error + Send + Sync>> {
         let n = source.max_connections;
         Ok(match source.engine {
-            Engine::Postgres if PrimaryPool::is_multi_host(&source.url) => Pool::Primary(
-                PrimaryPool::connect(PgPoolOptions::new().max_connections(n), &source.url).await?,
-            ),
             Engine::Postgres => {
                 let options = PgConnectOptions::from_str(&source.url)?;
                 answers(&options).await?;
