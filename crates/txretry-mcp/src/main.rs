@@ -90,7 +90,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(cli.command))
+    let code = runtime.block_on(run(cli.command));
+    // `run` has closed the pools. What may be left is the stdio transport's read of stdin,
+    // on a blocking thread nothing can cancel: dropping the runtime would wait for a line
+    // that a host keeping stdin open never sends, after SIGTERM or Ctrl-C.
+    runtime.shutdown_background();
+    code
 }
 
 async fn run(command: Command) -> ExitCode {
