@@ -14,7 +14,7 @@ use txretry_tool::{Caller, Toolbox};
 use crate::auth::Tokens;
 
 /// What the server tells hosts in `initialize`.
-const INSTRUCTIONS: &str = "Each tool runs one database transaction. A deadlock or a serialization failure is retried inside the call; you see it only in `attempts`. `status` says what happened: committed (done, once), business_error (nothing was written; the message says why), ambiguous (the commit may or may not have happened: for a tool marked idempotent, or one keyed exactly once, calling again with the same arguments is safe), failed (nothing was written).";
+const INSTRUCTIONS: &str = "Each tool runs one database transaction. A deadlock or a serialization failure is retried inside the call; you see it only in `attempts`. `status` says what happened: committed (done, once), business_error (nothing was written; the message says why, and the same call fails the same way), ambiguous (the commit may or may not have happened: for a tool marked idempotent, or one keyed exactly once, calling again with the same arguments is safe), failed (nothing was written: a temporary failure, try again later).";
 
 /// The server's identity.
 fn info() -> Implementation {

@@ -39,7 +39,7 @@ pub fn outcome_schema(result: Option<&Value>) -> Value {
             "status": {
                 "type": "string",
                 "enum": ["committed", "business_error", "ambiguous", "failed"],
-                "description": "committed: the transaction committed and `result` is its answer; business_error: a real outcome (nothing was written); ambiguous: the commit may or may not have happened; failed: nothing was written (retries ran out, or a permanent error)",
+                "description": "committed: the transaction committed and `result` is its answer; business_error: a real outcome, the same call would fail the same way (nothing was written); ambiguous: the commit may or may not have happened; failed: nothing was written (retries ran out, or a temporary failure that was not retried: try again later)",
             },
             "call_id": {"type": "string", "description": "the server's id of this call"},
             "attempts": {"type": "integer", "minimum": 0, "description": "attempts in all, retries included"},
