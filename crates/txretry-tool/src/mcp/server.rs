@@ -264,9 +264,12 @@ impl ServerHandler for ToolboxServer {
         );
         let result = tokio::select! {
             biased;
-            // rmcp cancels the request's token on `notifications/cancelled` (and when the
-            // session ends); dropping `call` drops the invocation, which cancels the running
-            // attempt. rmcp sends no response for a cancelled request.
+            // rmcp cancels the request's token on `notifications/cancelled`, and when the
+            // session ends: at once when it is cancelled, and when its input closes (stdin
+            // at EOF) only after letting calls in flight finish and answer for up to 5 s (a
+            // host may write its requests and close). Dropping `call` drops the invocation,
+            // which cancels the running attempt. rmcp sends no response for a cancelled
+            // request.
             () = context.ct.cancelled() => {
                 return Err(ErrorData::new(ErrorCode(-32800), "the call was cancelled", None));
             }
