@@ -1,7 +1,8 @@
 //! Cancellation: a `notifications/cancelled` for a call whose transaction has not committed
-//! stops it — its writes are rolled back, nothing is recorded — and the same call sent again
-//! runs once. On Postgres, with the transaction held inside the server (`pg_sleep`) when the
-//! cancel arrives.
+//! stops it — its statement is cancelled in the server, its writes are rolled back, nothing
+//! is recorded — and the same call sent again runs once. An attempt that times out has its
+//! statement cancelled too, and its locks go with it. On Postgres, with the transaction held
+//! inside the server (`pg_sleep`) when the cancel or the timeout comes.
 
 mod common;
 
@@ -21,13 +22,26 @@ tools:
     description: Writes a note, then waits inside the transaction.
     parameters:
       note: { type: string, min: 1, max: 64 }
-      wait_s: { type: number, min: 0, max: 30 }
+      wait_s: { type: number, min: 0, max: 3600 }
     statements:
       - sql: INSERT INTO notes (note) VALUES (:note)
       - sql: SELECT pg_sleep(:wait_s)
     once: { key: [note] }
     returns: { template: "noted {note}" }
+  held_count:
+    source: db
+    description: Counts, then waits inside the transaction, holding the row's lock.
+    timeout: 1s
+    parameters:
+      wait_s: { type: number, min: 0, max: 3600 }
+    statements:
+      - sql: UPDATE counters SET n = n + 1 WHERE id = 1
+      - sql: SELECT pg_sleep(:wait_s)
 "#;
+
+const TABLES: &str = "CREATE TABLE notes (note TEXT NOT NULL);
+    CREATE TABLE counters (id INT PRIMARY KEY, n INT NOT NULL);
+    INSERT INTO counters VALUES (1, 0)";
 
 async fn notes(db: &Db, note: &str) -> i64 {
     let count = db
@@ -41,13 +55,13 @@ async fn a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_a
     let Some(db) = Db::postgres("cancel::before_commit").await else {
         return;
     };
-    db.exec("CREATE TABLE notes (note TEXT NOT NULL)").await;
+    db.exec(TABLES).await;
     let config = db.write("cancel.yaml", CONFIG);
     let client = stdio(&config, &[], &[("CANCEL_URL", &db.url)]).await;
 
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(
         CallToolRequestParams::new("slow_note")
-            .with_arguments(object(json!({"note": "first", "wait_s": 30}))),
+            .with_arguments(object(json!({"note": "first", "wait_s": 600}))),
     ));
     let handle = client
         .peer()
@@ -74,9 +88,10 @@ async fn a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_a
         .await
         .unwrap();
 
-    // The server drops the call: its transaction never commits. (The sleeping backend is
-    // ended or rolled back by the pool; either way the insert is gone.)
-    within("the cancelled transaction ends", async {
+    // The server drops the call and cancels its statement: the backend stops sleeping
+    // (left alone, it would sleep out its 10 minutes, past this guard), and the
+    // transaction never commits.
+    within("the cancelled statement ends", async {
         loop {
             let open = db
                 .ints("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'")
@@ -111,5 +126,29 @@ async fn a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_a
     let repeated = outcome(&client, "slow_note", json!({"note": "first", "wait_s": 0})).await;
     assert_eq!(repeated["result"], "noted first", "{repeated}");
     assert_eq!(notes(&db, "first").await, 1, "applied once");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_that_times_out_has_its_statement_cancelled_and_its_locks_released() {
+    let Some(db) = Db::postgres("cancel::timed_out").await else {
+        return;
+    };
+    db.exec(TABLES).await;
+    let config = db.write("cancel.yaml", CONFIG);
+    let client = stdio(&config, &[], &[("CANCEL_URL", &db.url)]).await;
+    // Its attempt times out after 1 s, holding the row's lock in a 10-minute sleep.
+    let timed_out = outcome(&client, "held_count", json!({"wait_s": 600})).await;
+    assert_ne!(timed_out["status"], "committed", "{timed_out}");
+    assert_eq!(timed_out["failure"], "timed_out", "{timed_out}");
+    // Another session takes the row: at once when the statement was cancelled, and never
+    // within its lock_timeout (a guard, far below the sleep) while the sleep holds it.
+    db.exec("SET lock_timeout = '60s'; UPDATE counters SET n = n + 10 WHERE id = 1")
+        .await;
+    assert_eq!(
+        db.ints("SELECT CAST(n AS BIGINT) FROM counters").await,
+        [10],
+        "the timed-out attempt's update was rolled back"
+    );
     client.cancel().await.unwrap();
 }

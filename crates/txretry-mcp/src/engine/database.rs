@@ -5,8 +5,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use sqlx::Transaction;
+use sqlx::{Pool, Transaction};
 
+use super::stopper::Stopper;
 use crate::config::SqlValue;
 
 /// What one statement did.
@@ -28,6 +29,16 @@ pub trait Database: txretry_sqlx::Backend + txretry_tool::OnceBackend {
         sql: Arc<str>,
         binds: Vec<SqlValue>,
     ) -> impl Future<Output = Result<Done, sqlx::Error>> + Send;
+
+    /// What stops the transaction's statement in the server if the call is dropped while
+    /// it runs; `None` where nothing can (the default).
+    fn stopper(
+        tx: &mut Transaction<'_, Self>,
+        pool: &Pool<Self>,
+    ) -> impl Future<Output = Result<Option<Stopper>, sqlx::Error>> + Send {
+        let _ = (tx, pool);
+        async { Ok(None) }
+    }
 }
 
 /// A column this server cannot read as JSON: the error names it and says how to cast it.

@@ -5,6 +5,7 @@ mod database;
 mod mysql;
 pub mod postgres;
 mod sqlite;
+mod stopper;
 
 use std::sync::Arc;
 
@@ -40,8 +41,17 @@ pub async fn call<DB: Database>(
         options = options.isolation(level);
     }
     let once = tool.once.is_some();
+    let source = pool.clone();
     let work = async move |tx: &mut Transaction<'_, DB>| -> Result<Value, BoxError> {
-        run_statements(tx, &tool, &args).await
+        // Armed while the statements run: a call dropped meanwhile (cancelled, timed out)
+        // has its statement cancelled in the server, which would otherwise run it to its
+        // end holding the transaction's locks.
+        let stopper = DB::stopper(tx, &source).await?;
+        let answer = run_statements(tx, &tool, &args).await;
+        if let Some(stopper) = stopper {
+            stopper.disarm();
+        }
+        answer
     };
     if once {
         Ok(ctx.once_with(&pool, &options, work).await?)

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use sqlx::postgres::types::Oid;
-use sqlx::postgres::{PgRow, PgTypeInfo, Postgres};
+use sqlx::postgres::{PgPool, PgRow, PgTypeInfo, Postgres};
 use sqlx::{Column, Row, Transaction, Type, TypeInfo, ValueRef};
 
 use super::database::{Database, Done, unreadable};
+use super::stopper::Stopper;
 use crate::config::{ParamKind, SqlValue};
 
 impl Database for Postgres {
@@ -20,6 +21,13 @@ impl Database for Postgres {
     ) -> Result<Done, sqlx::Error> {
         let (sql, types) = typed(&sql, binds.iter().map(SqlValue::kind));
         super::database::run_statement!(Postgres, tx, sql, &types, binds, read_row)
+    }
+
+    async fn stopper(
+        tx: &mut Transaction<'_, Postgres>,
+        pool: &PgPool,
+    ) -> Result<Option<Stopper>, sqlx::Error> {
+        Stopper::arm(tx, pool).await.map(Some)
     }
 }
 
