@@ -53,8 +53,27 @@ pub struct ToolboxConfig {
 
 impl ToolboxConfig {
     /// Reads a config from any serde deserializer (`toml::Deserializer::parse(text)?`,
-    /// `&mut serde_json::Deserializer::from_str(text)`, `serde_yaml::Deserializer::from_str(text)`)
-    /// and checks its values. Errors name the field's full path.
+    /// `&mut serde_json::Deserializer::from_str(text)`) and checks its values. Errors name
+    /// the field's full path.
+    ///
+    /// For YAML, read it with serde-saphyr, whose errors give the line and column; the
+    /// values are then checked when the builder takes the config
+    /// ([`ToolboxBuilder::config`](crate::ToolboxBuilder::config)):
+    ///
+    /// ```
+    /// use txretry_tool::{Toolbox, ToolboxConfig};
+    ///
+    /// let yaml = "agent:\n  max_attempts: 3\ntools:\n  transfer:\n    timeout: 2s\n";
+    /// let config: ToolboxConfig = serde_saphyr::from_str(yaml).unwrap();
+    /// Toolbox::builder().config(config).unwrap();
+    ///
+    /// let typo = "tools:\n  transfer:\n    max_attempt: 5\n";
+    /// let err = serde_saphyr::from_str::<ToolboxConfig>(typo).unwrap_err();
+    /// assert!(err.to_string().contains("line 3"), "{err}");
+    /// let zero = serde_saphyr::from_str("agent:\n  max_attempts: 0\n").unwrap();
+    /// let err = Toolbox::builder().config(zero).unwrap_err();
+    /// assert_eq!(err.field(), "agent.max_attempts");
+    /// ```
     pub fn from_deserializer<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<ToolboxConfig, ConfigError> {
