@@ -113,16 +113,25 @@ async fn describe(
             .collect()
     }
     let sql = || AssertSqlSafe(Arc::clone(&statement.prepared.sql)).into_sql_str();
-    // A capture's type is its value's, known only when a call runs.
-    let kinds = statement.prepared.binds.iter().map(|bind| match bind {
-        Ref::Param(name) => tool.params.get(name).map(|decl| decl.kind),
-        Ref::Column(..) => None,
-    });
-    let (typed, types) = postgres::typed(&statement.prepared.sql, kinds);
-    let typed = || AssertSqlSafe(typed.clone()).into_sql_str();
+    // Postgres: the SQL and parameter types a call prepares (a capture's type is its
+    // value's, known only when a call runs).
+    let typed = || {
+        let kinds = statement.prepared.binds.iter().map(|bind| match bind {
+            Ref::Param(name) => tool.params.get(name).map(|decl| decl.kind),
+            Ref::Column(..) => None,
+        });
+        let (sql, types) = postgres::typed(&statement.prepared.sql, kinds);
+        (AssertSqlSafe(sql).into_sql_str(), types)
+    };
     Ok(match pool {
-        Pool::Postgres(pool) => names(&pool.prepare_with(typed(), &types).await?),
-        Pool::Primary(pool) => names(&pool.pool().prepare_with(typed(), &types).await?),
+        Pool::Postgres(pool) => {
+            let (sql, types) = typed();
+            names(&pool.prepare_with(sql, &types).await?)
+        }
+        Pool::Primary(pool) => {
+            let (sql, types) = typed();
+            names(&pool.pool().prepare_with(sql, &types).await?)
+        }
         Pool::MySql(pool) => names(&pool.prepare(sql()).await?),
         Pool::Sqlite(pool) => names(&pool.prepare(sql()).await?),
     })
