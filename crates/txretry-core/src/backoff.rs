@@ -28,6 +28,9 @@ impl Backoff {
             Backoff::None => Duration::ZERO,
             Backoff::Constant(d) => d,
             Backoff::Linear(step) => step.saturating_mul(n),
+            // Exact: through f64 seconds a large initial comes back a few ns off, and the
+            // builder compares `max_delay` with it.
+            Backoff::Exponential { initial, .. } if n == 1 => initial,
             Backoff::Exponential { initial, factor } => {
                 let exp = i32::try_from(n - 1).unwrap_or(i32::MAX);
                 seconds(initial.as_secs_f64() * factor.powi(exp))

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::chain::{MAX_LINKS, links};
-use crate::message::{MessageFallback, match_message};
+use crate::message::{MessageFallback, match_message, phrase_kind};
 use crate::registry::extract;
 use crate::table::default_verdict;
 use crate::{Classification, Code, CodeExtractor, Profile, Verdict};
@@ -183,7 +183,10 @@ impl Classifier {
         }
         for link in links(error, self.depth) {
             if let Some((phrase, kind)) = match_message(link, self.message_fallback) {
-                return Classification::new(Verdict::Transient(kind), Some(Code::Message(phrase)));
+                // `with_code(Code::Message(phrase), …)` overrides the phrase's kind.
+                let code = Code::Message(phrase);
+                let verdict = self.verdict_for(code).unwrap_or(Verdict::Transient(kind));
+                return Classification::new(verdict, Some(code));
             }
         }
         Classification::PERMANENT
@@ -202,6 +205,13 @@ impl Classifier {
                 } else {
                     None
                 }
+            })
+            .or_else(|| match code {
+                // What the message fallback gives the phrase, as `classify` does.
+                Code::Message(phrase) => {
+                    phrase_kind(phrase, self.message_fallback).map(Verdict::Transient)
+                }
+                _ => None,
             })
     }
 }

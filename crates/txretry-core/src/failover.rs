@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use crate::policy::unit_interval;
 use crate::{Backoff, Decision, Jitter, RetryPolicy, StopReason, TransientKind, Verdict};
 
 /// The first wait during an outage.
@@ -99,7 +100,7 @@ impl RetryPolicy {
             return None;
         }
         let base = OUTAGE_BACKOFF.delay(retry).min(OUTAGE_MAX_WAIT);
-        let delay = OUTAGE_JITTER.apply(base, Some(OUTAGE_MAX_WAIT), unit.clamp(0.0, 1.0));
+        let delay = OUTAGE_JITTER.apply(base, Some(OUTAGE_MAX_WAIT), unit_interval(unit));
         if outage.saturating_add(delay) > budget {
             return Some(Decision::Stop(StopReason::OutageExceeded));
         }

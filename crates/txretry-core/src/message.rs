@@ -95,6 +95,23 @@ pub(crate) fn match_message(
     find(&LOOSE_PATTERNS, &LOOSE, text)
 }
 
+/// The kind `mode` gives a phrase it matches (as [`Code::Message`](crate::Code::Message)
+/// names it), if any.
+pub(crate) fn phrase_kind(phrase: &str, mode: MessageFallback) -> Option<TransientKind> {
+    if mode == MessageFallback::Off {
+        return None;
+    }
+    let loose: &[(&str, TransientKind)] = match mode {
+        MessageFallback::Loose => &LOOSE_PATTERNS,
+        _ => &[],
+    };
+    DRIVER_PHRASES
+        .iter()
+        .chain(loose)
+        .find(|(p, _)| *p == phrase)
+        .map(|(_, kind)| *kind)
+}
+
 fn find<const N: usize>(
     phrases: &[(&'static str, TransientKind); N],
     finders: &[Finder<'static>; N],

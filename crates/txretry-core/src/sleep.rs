@@ -8,10 +8,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-/// Waits for `delay`. Inside a tokio runtime the runtime needs its time driver
-/// (`enable_time`, which `#[tokio::main]` and `#[tokio::test]` turn on).
+/// Waits for `delay`. Inside a tokio runtime a wait longer than zero needs the runtime's
+/// time driver (`enable_time`, which `#[tokio::main]` and `#[tokio::test]` turn on).
 pub async fn sleep(delay: Duration) {
-    if tokio::runtime::Handle::try_current().is_ok() {
+    let in_tokio = tokio::runtime::Handle::try_current().is_ok();
+    if delay.is_zero() {
+        // No timer for no wait (tokio's panics in a runtime without its time driver), but
+        // a turn for the runtime's other tasks before the next attempt.
+        if in_tokio {
+            tokio::task::yield_now().await;
+        }
+        return;
+    }
+    if in_tokio {
         tokio::time::sleep(delay).await;
     } else {
         ThreadSleep::new(delay).await;

@@ -208,6 +208,46 @@ fn the_loose_patterns_are_an_explicit_opt_in() {
 }
 
 #[test]
+fn a_phrase_of_the_message_fallback_can_be_overridden_like_a_code() {
+    let phrase = Code::Message("deadlock detected");
+    let err = std::io::Error::other("deadlock detected");
+    let defaults = Classifier::default();
+    // What `verdict_for` says of a phrase is what `classify` does with it.
+    assert_eq!(
+        defaults.verdict_for(phrase),
+        Some(Verdict::Transient(TransientKind::Deadlock))
+    );
+    assert_eq!(
+        defaults.classify(&err).verdict,
+        defaults.verdict_for(phrase).unwrap()
+    );
+    let off = Classifier::default().message_fallback(MessageFallback::Off);
+    assert_eq!(off.verdict_for(phrase), None);
+    assert_eq!(
+        Classifier::default().verdict_for(Code::Message("deadlock")),
+        None,
+        "a loose pattern only when opted in"
+    );
+    // Overridden: never retried, and still named by its phrase.
+    let overridden = Classifier::default().with_code(phrase, Verdict::Permanent);
+    assert_eq!(
+        overridden.classify(&err),
+        Classification::new(Verdict::Permanent, Some(phrase))
+    );
+    let policy = RetryPolicy::builder()
+        .classifier(overridden)
+        .max_attempts(3)
+        .build()
+        .unwrap();
+    let mut runs = 0;
+    let _ = policy.run_blocking(|| {
+        runs += 1;
+        Err::<(), _>(std::io::Error::other("deadlock detected"))
+    });
+    assert_eq!(runs, 1);
+}
+
+#[test]
 fn a_typed_code_beyond_depth_blocks_the_message_fallback() {
     // RAISE EXCEPTION 'deadlock detected in order 17' (P0001), wrapped twice: the code is
     // past the default depth, so it does not decide, but the message must not either.

@@ -223,3 +223,37 @@ fn jitter_at_late_attempts_spreads_below_the_cap() {
         );
     }
 }
+
+#[test]
+fn a_nan_unit_draws_the_middle_of_the_jitter_never_a_zero_wait() {
+    let p = RetryPolicy::builder()
+        .jitter(Jitter::Proportional(0.5))
+        .build()
+        .unwrap();
+    assert_eq!(
+        p.decide(DEADLOCK, false, 1, Duration::ZERO, f64::NAN),
+        p.decide(DEADLOCK, false, 1, Duration::ZERO, 0.5)
+    );
+    let ha = RetryPolicy::high_availability();
+    let failover = Verdict::Transient(TransientKind::Failover);
+    assert_eq!(
+        ha.decide_in_outage(failover, Duration::ZERO, 1, f64::NAN),
+        ha.decide_in_outage(failover, Duration::ZERO, 1, 0.5)
+    );
+}
+
+#[test]
+fn a_max_delay_equal_to_a_large_exponential_initial_is_accepted() {
+    // Through f64 seconds this initial came back 2 ns longer than itself.
+    let initial = Duration::new(40_000_000, 123_456_789);
+    let backoff = Backoff::Exponential {
+        initial,
+        factor: 2.0,
+    };
+    assert_eq!(backoff.delay(1), initial);
+    let built = RetryPolicy::builder()
+        .backoff(backoff)
+        .max_delay(initial)
+        .build();
+    assert!(built.is_ok(), "{built:?}");
+}

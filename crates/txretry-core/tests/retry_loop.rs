@@ -370,3 +370,27 @@ async fn the_give_up_event_and_the_scope_list_every_attempt_with_its_error() {
         ]]
     );
 }
+
+/// A runtime built without its time driver (no `enable_time`): a loop whose waits are zero
+/// needs no timer, where tokio's own sleep panicked.
+#[test]
+fn a_loop_that_waits_zero_runs_in_a_runtime_without_a_timer() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::None)
+        .max_attempts(3)
+        .build()
+        .unwrap();
+    let mut runs = 0;
+    let out = runtime.block_on(policy.run(async || {
+        runs += 1;
+        if runs < 3 {
+            Err(std::io::Error::other("deadlock detected"))
+        } else {
+            Ok(runs)
+        }
+    }));
+    assert_eq!(out.unwrap(), 3);
+}

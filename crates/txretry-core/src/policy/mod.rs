@@ -174,8 +174,9 @@ impl RetryPolicy {
 
     /// The decision after attempt `attempt` (1-based) failed with `verdict`, `elapsed` after
     /// the first attempt started; `idempotent` says whether the operation may be run again
-    /// after an ambiguous failure. `unit` is a random number in `0..1` used for jitter; the
-    /// function is otherwise pure, and both the async and the blocking loop call it.
+    /// after an ambiguous failure. `unit` is a random number in `0..1` used for jitter
+    /// (outside it, clamped; NaN, taken as the middle); the function is otherwise pure, and
+    /// both the async and the blocking loop call it.
     ///
     /// The wait is the backoff's, capped at `max_delay` (exponential backoff without one: at
     /// 10 s), then jittered within the cap, so late retries stay spread out.
@@ -218,7 +219,7 @@ impl RetryPolicy {
         });
         let base = p.backoff.delay(attempt);
         let base = cap.map_or(base, |cap| base.min(cap));
-        let delay = p.jitter.apply(base, cap, unit.clamp(0.0, 1.0));
+        let delay = p.jitter.apply(base, cap, unit_interval(unit));
         if let Some(max) = p.max_elapsed
             && elapsed.saturating_add(delay) > max
         {
@@ -282,5 +283,15 @@ impl fmt::Debug for RetryPolicy {
             .field("failover", &p.failover)
             .field("scope", &p.scope)
             .finish()
+    }
+}
+
+/// `unit` as a point in `[0, 1]`, where the jitter of a wait is drawn: clamped, and NaN
+/// (a broken random source) taken as the middle, never as a zero wait.
+pub(crate) fn unit_interval(unit: f64) -> f64 {
+    if unit.is_nan() {
+        0.5
+    } else {
+        unit.clamp(0.0, 1.0)
     }
 }

@@ -23,7 +23,8 @@ impl RetryPolicy {
     /// `op` is an async closure, called afresh for every attempt. Its errors are classified
     /// with the policy's classifier (no COMMIT phase: use a driver's runner for
     /// transactions). The waits use `tokio::time` inside a tokio runtime (so tests can
-    /// pause time) and a timer thread outside one.
+    /// pause time; the runtime needs its time driver, `enable_time`, for a wait longer than
+    /// zero) and a timer thread outside one.
     ///
     /// ```
     /// use txretry_core::RetryPolicy;
