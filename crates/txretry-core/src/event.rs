@@ -16,9 +16,11 @@ pub(crate) type GiveUpHook = Arc<dyn Fn(&GiveUpEvent<'_>) + Send + Sync>;
 #[non_exhaustive]
 #[derive(Clone, Copy)]
 pub struct RetryEvent<'a> {
-    /// The attempt that failed, 1-based.
+    /// The attempt that failed, 1-based. Under a failover budget the attempts made during
+    /// an outage count here too, so it can pass `max_attempts`.
     pub attempt: u32,
-    /// Attempts allowed in total.
+    /// Attempts allowed in total outside an outage (an outage's retries draw on the
+    /// failover budget instead).
     pub max_attempts: u32,
     /// The wait before the next attempt.
     pub delay: Duration,

@@ -82,6 +82,12 @@ pub struct Admission {
 impl Admission {
     /// At most one attempt in flight per key. A transaction naming several keys takes them
     /// in a fixed order, so two transactions can never wait for each other in a cycle.
+    ///
+    /// That holds for transactions that each take all their keys at once. Admission is not
+    /// re-entrant: a transaction whose closure runs another transaction naming a key the
+    /// outer one holds waits for itself, forever (the in-process queue has no timeout, even
+    /// with [`in_database`](Admission::in_database)); and two nested the other way round
+    /// can wait for each other. Name every key on the outer transaction instead.
     pub fn per_key() -> Self {
         Admission::default()
     }
@@ -98,7 +104,9 @@ impl Admission {
     ///
     /// `wait` bounds the wait for each lock. A lock not granted in time fails the attempt
     /// with a [`LockTimeout`](crate::TransientKind::LockTimeout) failure, which the policy
-    /// retries (or not) like any other lock timeout; nothing waits forever. A transaction
+    /// retries (or not) like any other lock timeout: no database lock is waited for
+    /// forever (the in-process queue before it is, for a nested transaction: see
+    /// [`per_key`](Admission::per_key)). A transaction
     /// naming n keys waits at most n × `wait` for its locks. `wait` is capped at
     /// `i32::MAX` milliseconds (about 24.8 days).
     ///
