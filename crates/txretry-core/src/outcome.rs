@@ -60,13 +60,14 @@ impl AttemptFailure {
 /// and a [`RetryBudget`](crate::RetryBudget) records it.
 ///
 /// The error itself is the caller's type: a loop returns the last attempt's and drops the
-/// others when it retries, so what is kept of each is its text (its `Display`).
+/// others when it retries, so what is kept of each is its text (its `Display`, its first
+/// 4 KiB: a loop keeps one per attempt).
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RecordedAttempt {
     /// How the attempt was judged: verdict, code, phase.
     pub failure: AttemptFailure,
-    /// The attempt's error, as its `Display` shows it.
+    /// The attempt's error, as its `Display` shows it: at most 4096 bytes, then `…`.
     pub error: String,
 }
 

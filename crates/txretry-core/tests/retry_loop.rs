@@ -394,3 +394,35 @@ fn a_loop_that_waits_zero_runs_in_a_runtime_without_a_timer() {
     }));
     assert_eq!(out.unwrap(), 3);
 }
+
+/// Each recorded attempt keeps at most 4 KiB of its error's text, cut at a character: a
+/// loop keeps one text per attempt, and a 1 MB message over many attempts held them all.
+#[test]
+fn a_recorded_attempt_keeps_the_first_4_kib_of_a_long_message() {
+    use txretry_core::GiveUpEvent;
+    // "é" is two bytes: the 4 KiB limit falls inside one after "deadlock detected ".
+    let long = format!("deadlock detected {}", "é".repeat(1 << 19));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let policy = RetryPolicy::builder()
+        .max_attempts(3)
+        .backoff(Backoff::None)
+        .on_give_up(move |e: &GiveUpEvent<'_>| {
+            let texts = e.attempts.iter().map(|a| a.error.clone());
+            sink.lock().unwrap().extend(texts);
+        })
+        .build()
+        .unwrap();
+    let short = std::io::Error::other("deadlock detected");
+    let _ = policy.run_blocking(|| Err::<(), _>(std::io::Error::other(long.clone())));
+    let _ = policy.run_blocking(|| Err::<(), _>(std::io::Error::other(short.to_string())));
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 6);
+    for text in &seen[..3] {
+        assert!(text.len() <= 4096 + '…'.len_utf8(), "{}", text.len());
+        assert!(text.starts_with("deadlock detected é") && text.ends_with("é…"));
+    }
+    for text in &seen[3..] {
+        assert_eq!(text, "deadlock detected", "a short message is kept whole");
+    }
+}

@@ -105,7 +105,7 @@ impl RetryState {
         // The text is read only by a give-up hook and the scope: a loop with neither
         // formats nothing.
         let text = if self.policy.budget().is_some() || self.policy.on_give_up_hook().is_some() {
-            failure.error.as_error().to_string()
+            bounded_text(failure.error.as_error())
         } else {
             String::new()
         };
@@ -223,4 +223,43 @@ impl RetryState {
         }
         TxError::new(failure.error, outcome, <E as AsError<Via>>::as_error)
     }
+}
+
+/// The most of an error's text each recorded attempt keeps: a loop keeps one per attempt
+/// (and a budget one more), so a 1 MB message over hundreds of attempts would hold
+/// hundreds of MB. What drivers say comes first, well within this.
+pub(crate) const MAX_RECORDED_TEXT: usize = 4096;
+
+/// `error`'s `Display`, cut after [`MAX_RECORDED_TEXT`] bytes (at a character, then `…`).
+/// Rendering stops there: a longer message is never formatted whole.
+fn bounded_text(error: &(dyn std::error::Error + 'static)) -> String {
+    use std::fmt::Write;
+    #[derive(Default)]
+    struct Bounded {
+        text: String,
+        cut: bool,
+    }
+    impl Write for Bounded {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let room = MAX_RECORDED_TEXT - self.text.len();
+            if s.len() <= room {
+                self.text.push_str(s);
+                return Ok(());
+            }
+            let mut end = room;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.text.push_str(&s[..end]);
+            self.cut = true;
+            // Stops the rendering.
+            Err(std::fmt::Error)
+        }
+    }
+    let mut bounded = Bounded::default();
+    let _ = write!(bounded, "{error}");
+    if bounded.cut {
+        bounded.text.push('…');
+    }
+    bounded.text
 }
