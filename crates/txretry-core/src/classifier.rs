@@ -106,7 +106,9 @@ impl Classifier {
     }
 
     /// Widens the classifier with a closure consulted first, on the top-level error.
-    /// `None` falls through to the codes and the message fallback.
+    /// `None` falls through to the codes and the message fallback. Unlike the policy's
+    /// event hooks, a panic in the closure is not caught: it ends the loop, as a panic in
+    /// the operation does.
     #[must_use]
     pub fn with_fn<F>(mut self, f: F) -> Self
     where
