@@ -4,7 +4,7 @@
 use std::error::Error;
 use std::fmt;
 
-use txretry_core::{Outcome, StopReason, TransientKind, Verdict};
+use txretry_core::{Code, Outcome, StopReason, TransientKind, Verdict};
 
 use super::history::History;
 use super::interrupted::NO_ERROR;
@@ -148,6 +148,12 @@ impl fmt::Display for ToolFailure {
             .verdict()
             .kind()
             .map_or("temporary failure", TransientKind::as_str);
+        // What the driver said of a connection failure (`pool timed out`: the pool was
+        // full), which its kind alone does not.
+        let kind = match self.outcome.history().last().and_then(|a| a.code) {
+            Some(Code::Driver(what)) => format!("{kind}: {what}"),
+            _ => kind.to_owned(),
+        };
         match self.kind {
             FailureKind::Business => write!(
                 f,

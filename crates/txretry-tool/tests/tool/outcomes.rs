@@ -241,3 +241,43 @@ async fn p5_output_that_cannot_be_serialized_is_reported_not_retried() {
     assert!(matches!(err, InvokeError::InvalidOutput { .. }), "{err:?}");
     assert_eq!(runs.get(), 1);
 }
+
+/// A call that waited out the pool's acquire timeout says the pool was full, not only
+/// that the connection failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_pool_is_named_in_the_failure() {
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+    let db = Db::new(ORDERS);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_millis(200))
+        .connect_with(SqliteConnectOptions::new().filename(db.path()))
+        .await
+        .unwrap();
+    // The pool's only connection, in use for the whole call.
+    let held = pool.acquire().await.unwrap();
+    let tool = {
+        let pool = pool.clone();
+        Tool::new("list_orders", "", move |ctx: ToolContext, _: NoArgs| {
+            let pool = pool.clone();
+            async move {
+                txretry_sqlx::transaction(&pool, ctx.policy(), async |tx| {
+                    sqlx::query("SELECT 1").execute(&mut **tx).await.map(drop)
+                })
+                .await?;
+                Ok::<_, BoxError>("listed")
+            }
+        })
+    };
+    let f = failure(
+        toolbox(5, tool)
+            .invoke(&anyone(), "list_orders", json!({}), "c")
+            .await,
+    );
+    assert_eq!(f.kind(), FailureKind::NotRetried);
+    assert_eq!(
+        f.to_string(),
+        "list_orders: temporary database failure (connection: pool timed out); nothing was committed, try again later"
+    );
+    drop(held);
+}
