@@ -7,6 +7,7 @@
 //! - `tool.rs`, `toolbox.rs`: a tool's section ([`ToolConfig`]), the whole file
 //!   ([`ToolboxConfig`]);
 //! - `duration.rs`, `kinds.rs`: how durations (`"150ms"`) and kind names are read;
+//!   `table.rs`: sections read from tables only, never from lists;
 //! - `error.rs`: [`ConfigError`], which names the field.
 
 mod duration;
@@ -14,6 +15,7 @@ mod error;
 mod jitter;
 mod kinds;
 mod policy;
+mod table;
 mod tool;
 mod toolbox;
 

@@ -45,7 +45,7 @@ use super::{ConfigError, JitterConfig, duration, kinds};
 /// ```
 #[non_exhaustive]
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct PolicyConfig {
     /// Attempts in total, the first included.
     pub max_attempts: Option<u32>,
@@ -72,6 +72,8 @@ pub struct PolicyConfig {
     #[serde(default, deserialize_with = "duration::optional")]
     pub failover: Option<Duration>,
 }
+
+super::table::table_only!(PolicyConfig, "a table of policy keys");
 
 /// A backoff curve's name in a config file.
 #[non_exhaustive]

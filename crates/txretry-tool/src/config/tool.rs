@@ -15,7 +15,7 @@ use super::{BackoffKind, JitterConfig, PolicyConfig, duration, kinds};
 // cannot deny unknown fields through a flatten, and a misspelt key must be an error.
 #[non_exhaustive]
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct ToolConfig {
     /// See [`PolicyConfig::max_attempts`].
     pub max_attempts: Option<u32>,
@@ -48,6 +48,8 @@ pub struct ToolConfig {
     #[serde(default, deserialize_with = "duration::optional")]
     pub timeout: Option<Duration>,
 }
+
+super::table::table_only!(ToolConfig, "a table of a tool's keys");
 
 impl ToolConfig {
     /// The policy keys of this section.

@@ -42,7 +42,7 @@ use super::{ConfigError, ConfigErrorKind, PolicyConfig, ToolConfig};
 /// ```
 #[non_exhaustive]
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct ToolboxConfig {
     /// The toolbox's (agent-level) policy.
     pub agent: Option<PolicyConfig>,
@@ -50,6 +50,8 @@ pub struct ToolboxConfig {
     #[serde(default, deserialize_with = "no_duplicates")]
     pub tools: BTreeMap<String, ToolConfig>,
 }
+
+super::table::table_only!(ToolboxConfig, "a table with `agent` and `tools`");
 
 impl ToolboxConfig {
     /// Reads a config from any serde deserializer (`toml::Deserializer::parse(text)?`,

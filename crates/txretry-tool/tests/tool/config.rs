@@ -151,6 +151,28 @@ fn p8_an_unknown_key_is_an_error_naming_the_field() {
     );
 }
 
+/// serde's derive reads a struct from a list too, by position: `[3, "100ms"]` would have
+/// been `max_attempts = 3, initial_delay = "100ms"`. Every section is a table.
+#[test]
+fn p8_a_section_given_as_a_list_is_refused() {
+    for (text, field) in [
+        (r#"{"agent": [3, "100ms"]}"#, "agent"),
+        (r#"{"tools": {"transfer": [5]}}"#, "tools.transfer"),
+        (r#"[{"max_attempts": 3}]"#, ""),
+    ] {
+        let err = ToolboxConfig::from_json(text).unwrap_err();
+        assert_eq!(err.field(), field, "{text}: {err}");
+        assert!(err.message().contains("expected a table"), "{text}: {err}");
+    }
+    let err = serde_json::from_str::<PolicyConfig>("[4]").unwrap_err();
+    assert!(err.to_string().contains("expected a table"), "{err}");
+    let yaml = serde_saphyr::from_str::<ToolboxConfig>("agent: [3]\n");
+    assert!(yaml.is_err(), "{yaml:?}");
+    // Tables still read as before.
+    let config = ToolboxConfig::from_json(r#"{"agent": {"max_attempts": 3}}"#).unwrap();
+    assert_eq!(config.agent.unwrap().max_attempts, Some(3));
+}
+
 #[test]
 fn p8_an_invalid_value_is_an_error_naming_the_field() {
     let cases = [
