@@ -176,6 +176,11 @@ impl fmt::Display for ToolFailure {
                 f,
                 "{tool}: the connection failed while committing; the change may or may not have been made, check before trying again"
             ),
+            // Work committed before the timeout, or after it (a blocking attempt runs on).
+            FailureKind::TimedOut if self.committed() => write!(
+                f,
+                "{tool}: timed out after {tries} attempt{s}, after part of its work was committed; it was not run again, check its effects before trying again"
+            ),
             FailureKind::TimedOut => write!(
                 f,
                 "{tool}: timed out after {tries} attempt{s}; it may or may not have taken effect, check before trying again"

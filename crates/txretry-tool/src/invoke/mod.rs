@@ -265,10 +265,16 @@ impl Toolbox {
                 (AttemptEnd::Returned, None) => TxFailure::in_body(&handler_policy, no_code, error),
             };
             let committed = scope.successes() != successes;
+            // A `once` tool's only commit is its recorded transaction (any other is refused
+            // above): running it again replays the record, as a blocking attempt that
+            // committed after its timeout needs.
+            let committed_unrecorded = committed && once_run.is_none();
             let judged = failure.classification();
             let judged = AttemptFailure::new(judged.verdict, judged.code, failure.phase());
             let verdict = judged.verdict;
-            if verdict != Verdict::Permanent && (committed || !entry.descriptor.restart_safe) {
+            if verdict != Verdict::Permanent
+                && (committed_unrecorded || !entry.descriptor.restart_safe)
+            {
                 failure = failure.stops(StopReason::NotRestartable);
             }
 

@@ -10,7 +10,8 @@
 //!   sqlx × {Postgres, MariaDB, SQLite}, tokio-postgres × Postgres (feature
 //!   `tokio-postgres`), mysql_async × MariaDB (`mysql_async`), rusqlite × SQLite
 //!   (`rusqlite`, blocking tools);
-//! - `refused.rs`: what `once` refuses (on SQLite).
+//! - `refused.rs`: what `once` refuses (on SQLite); `blocking.rs`: a blocking attempt that
+//!   commits after its timeout.
 //!
 //! Needs the features `sqlx-postgres`, `sqlx-mysql` and `sqlx-sqlite`
 //! (`cargo test -p txretry-tool --all-features`).
@@ -20,6 +21,7 @@
     feature = "sqlx-sqlite"
 ))]
 
+mod blocking;
 mod common;
 mod driver;
 mod drivers;

@@ -281,3 +281,38 @@ async fn a_full_pool_is_named_in_the_failure() {
     );
     drop(held);
 }
+
+/// A blocking attempt cannot be stopped at its timeout: one that commits after it is
+/// reported as committed, not as "may or may not have taken effect".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_attempt_that_commits_after_its_timeout_says_it_committed() {
+    let db = Db::new(ORDERS);
+    let path = db.path().to_owned();
+    let tool = Tool::blocking("cancel_order", "", move |ctx: ToolContext, _: NoArgs| {
+        let mut conn = rusqlite::Connection::open(&path)?;
+        txretry_rusqlite::transaction(&mut conn, ctx.policy(), |tx| {
+            tx.execute("UPDATE orders SET status = 'cancelled' WHERE id = 1", [])?;
+            // Past the timeout: the thread runs on, and commits.
+            std::thread::sleep(Duration::from_millis(500));
+            Ok::<_, rusqlite::Error>(())
+        })?;
+        Ok::<_, BoxError>("cancelled")
+    })
+    .idempotent(true)
+    .timeout(Duration::from_millis(100));
+    let f = failure(
+        toolbox(5, tool)
+            .invoke(&anyone(), "cancel_order", json!({}), "c")
+            .await,
+    );
+    assert_eq!(f.kind(), FailureKind::TimedOut);
+    assert!(f.committed());
+    assert_eq!(
+        f.to_string(),
+        "cancel_order: timed out after 1 attempt, after part of its work was committed; it was not run again, check its effects before trying again"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM orders WHERE status = 'cancelled'"),
+        1
+    );
+}
