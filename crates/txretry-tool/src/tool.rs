@@ -426,7 +426,12 @@ impl fmt::Debug for Tool {
 
 /// Deserializes a tool's arguments; on failure, says what was wrong and where
 /// (`items[2].qty: invalid type: string "x", expected i64`).
-fn parse_args<A: DeserializeOwned>(args: &Value) -> Result<A, String> {
+fn parse_args<A: DeserializeOwned + JsonSchema>(args: &Value) -> Result<A, String> {
+    // serde's derive also reads a struct from a list, by position (`[3]` as `{"id": 3}`);
+    // callers are shown an object's schema, and an object is what a call must send.
+    if args.is_array() && schemars::schema_for!(A).get("type") == Some(&Value::from("object")) {
+        return Err("expected an object of named arguments, got a list".to_owned());
+    }
     if let Ok(parsed) = A::deserialize(args) {
         return Ok(parsed);
     }

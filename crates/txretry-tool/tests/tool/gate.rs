@@ -174,6 +174,11 @@ async fn p6_invalid_arguments_are_refused_before_the_handler_and_never_retried()
             "unknown field `drop`",
         ),
         (json!("not an object"), "invalid type: string"),
+        // serde's derive would read the struct from a list, by position.
+        (
+            json!([7, []]),
+            "expected an object of named arguments, got a list",
+        ),
     ];
     for (args, expected) in cases {
         let err = toolbox
