@@ -23,8 +23,9 @@
 //!   failure carries every attempt's error and verdict, the runners' transaction attempts
 //!   included ([`InvokeError`], [`ToolFailure`], [`CallAttempt`]);
 //! - **a fail-closed gate**: [`Toolbox::offered`] = registered ∩ the caller's roles ∩ the
-//!   persona's list ∩ the agent's list, re-checked before every attempt; an unknown tool
-//!   and a tool not offered get the same refusal;
+//!   persona's list ∩ the agent's list, checked when a call starts (a toolbox does not
+//!   change, and a call keeps the one it started on); an unknown tool and a tool not
+//!   offered get the same refusal;
 //! - **events** to the toolbox's `on_retry` / `on_give_up` hooks and to `tracing`, with
 //!   the tool's name, the call id and the policy level;
 //! - **configuration from a file** ([`ToolboxConfig`]), with errors that name the field;

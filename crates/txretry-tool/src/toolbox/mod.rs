@@ -27,8 +27,8 @@ use crate::ToolDescriptor;
 /// `Send + Sync`.
 ///
 /// - [`offered`](Toolbox::offered) lists what a [`Caller`] may use;
-/// - [`invoke`](Toolbox::invoke) runs one tool call: the gate before every attempt, the
-///   arguments checked before the first, one retry budget for the whole call.
+/// - [`invoke`](Toolbox::invoke) runs one tool call: the gate and the arguments checked
+///   before the first attempt, one retry budget for the whole call.
 ///
 /// ```
 /// use schemars::JsonSchema;
