@@ -21,18 +21,10 @@ pub enum TxError {
     },
 }
 
-/// A driver error as the lab prints it: a database's own message and code, without what
-/// sqlx's Postgres `Display` appends (`at line 948`: a line of the server's C source, noise
-/// to whoever reads the lab's output).
-pub fn describe(e: &sqlx::Error) -> String {
-    match e {
-        sqlx::Error::Database(db) => match db.code() {
-            Some(code) => format!("{} (code {code})", db.message()),
-            None => db.message().to_owned(),
-        },
-        other => other.to_string(),
-    }
-}
+/// A driver error as the lab prints it: a database's own message and code, without the
+/// `at line 948` sqlx's Postgres `Display` appends (txretry-sqlx's, shared with
+/// `PrimaryPool`'s reasons).
+pub use txretry::sqlx::describe::describe;
 
 #[cfg(test)]
 mod tests {

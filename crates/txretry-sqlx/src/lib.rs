@@ -169,6 +169,8 @@ mod backends;
 mod codes;
 #[doc(hidden)]
 pub mod database_url;
+#[doc(hidden)]
+pub mod describe;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod own_error;
 #[cfg(feature = "postgres")]

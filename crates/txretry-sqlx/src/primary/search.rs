@@ -66,10 +66,9 @@ impl PassedOver {
 impl fmt::Display for PassedOver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PassedOver::Failed(sqlx::Error::Database(db)) => match db.code() {
-                Some(code) => write!(f, "refused: {} (code {code})", db.message()),
-                None => write!(f, "refused: {}", db.message()),
-            },
+            PassedOver::Failed(e @ sqlx::Error::Database(_)) => {
+                write!(f, "refused: {}", crate::describe::describe(e))
+            }
             PassedOver::Failed(e) => write!(f, "failed: {e}"),
             PassedOver::NoAnswer => write!(f, "did not answer within {}s", PROBE_TIMEOUT.as_secs()),
             PassedOver::ReadOnly => f.write_str("does not accept writes (a standby)"),
