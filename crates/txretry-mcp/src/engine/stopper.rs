@@ -8,6 +8,7 @@
 //! the length of the statements, asks the server to cancel that backend's statement, from a
 //! connection of its own, when it is dropped armed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
@@ -29,7 +30,8 @@ const CANCEL: &str = "SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
 
 /// Armed: cancels the transaction's statement in the server when dropped.
 pub struct Stopper {
-    options: PgConnectOptions,
+    /// The pool's own (shared, not copied for every call).
+    options: Arc<PgConnectOptions>,
     pid: i32,
     started_us: i64,
     armed: bool,
@@ -43,7 +45,7 @@ impl Stopper {
     pub async fn arm(conn: &mut PgConnection, pool: &PgPool) -> Result<Stopper, sqlx::Error> {
         let (pid, started_us): (i32, i64) = sqlx::query_as(IDENTIFY).fetch_one(conn).await?;
         Ok(Stopper {
-            options: (*pool.connect_options()).clone(),
+            options: pool.connect_options(),
             pid,
             started_us,
             armed: true,
@@ -64,7 +66,7 @@ impl Drop for Stopper {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (options, pid, started_us) = (self.options.clone(), self.pid, self.started_us);
+        let (options, pid, started_us) = (Arc::clone(&self.options), self.pid, self.started_us);
         runtime.spawn(async move {
             let cancel = async {
                 let mut conn = options.connect().await?;
