@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Db, object, outcome, stdio, within};
+use common::{Client, Db, object, outcome, stdio, within};
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
@@ -43,6 +43,16 @@ const TABLES: &str = "CREATE TABLE notes (note TEXT NOT NULL);
     CREATE TABLE counters (id INT PRIMARY KEY, n INT NOT NULL);
     INSERT INTO counters VALUES (1, 0)";
 
+/// `test`'s own database with the tables, and a server of [`CONFIG`] on it; `None`
+/// (skipped, loudly) without a Postgres server.
+async fn served(test: &str) -> Option<(Db, Client)> {
+    let db = Db::postgres(test).await?;
+    db.exec(TABLES).await;
+    let config = db.write("cancel.yaml", CONFIG);
+    let client = stdio(&config, &[], &[("CANCEL_URL", &db.url)]).await;
+    Some((db, client))
+}
+
 async fn notes(db: &Db, note: &str) -> i64 {
     let count = db
         .ints(&format!("SELECT count(*) FROM notes WHERE note = '{note}'"))
@@ -52,12 +62,9 @@ async fn notes(db: &Db, note: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_again() {
-    let Some(db) = Db::postgres("cancel::before_commit").await else {
+    let Some((db, client)) = served("cancel::before_commit").await else {
         return;
     };
-    db.exec(TABLES).await;
-    let config = db.write("cancel.yaml", CONFIG);
-    let client = stdio(&config, &[], &[("CANCEL_URL", &db.url)]).await;
 
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(
         CallToolRequestParams::new("slow_note")
@@ -131,12 +138,9 @@ async fn a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attempt_that_times_out_has_its_statement_cancelled_and_its_locks_released() {
-    let Some(db) = Db::postgres("cancel::timed_out").await else {
+    let Some((db, client)) = served("cancel::timed_out").await else {
         return;
     };
-    db.exec(TABLES).await;
-    let config = db.write("cancel.yaml", CONFIG);
-    let client = stdio(&config, &[], &[("CANCEL_URL", &db.url)]).await;
     // Its attempt times out after 1 s, holding the row's lock in a 10-minute sleep.
     let timed_out = outcome(&client, "held_count", json!({"wait_s": 600})).await;
     assert_ne!(timed_out["status"], "committed", "{timed_out}");

@@ -288,7 +288,10 @@ async fn a_full_pool_is_named_in_the_failure() {
 async fn a_blocking_attempt_that_commits_after_its_timeout_says_it_committed() {
     let db = Db::new(ORDERS);
     let path = db.path().to_owned();
+    let runs = Counter::default();
+    let handler_runs = runs.clone();
     let tool = Tool::blocking("cancel_order", "", move |ctx: ToolContext, _: NoArgs| {
+        handler_runs.bump();
         let mut conn = rusqlite::Connection::open(&path)?;
         txretry_rusqlite::transaction(&mut conn, ctx.policy(), |tx| {
             tx.execute("UPDATE orders SET status = 'cancelled' WHERE id = 1", [])?;
@@ -307,6 +310,8 @@ async fn a_blocking_attempt_that_commits_after_its_timeout_says_it_committed() {
     );
     assert_eq!(f.kind(), FailureKind::TimedOut);
     assert!(f.committed());
+    // Idempotent, yet not run again: its work committed.
+    assert_eq!(runs.get(), 1);
     assert_eq!(
         f.to_string(),
         "cancel_order: timed out after 1 attempt, after part of its work was committed; it was not run again, check its effects before trying again"
