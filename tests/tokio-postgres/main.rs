@@ -21,6 +21,7 @@ mod send_spawn;
 mod serialization;
 mod service_spawn;
 mod swallowed_error;
+mod terminated_before_commit;
 mod unique_violation;
 
 #[path = "../shared/locks.rs"]

@@ -1,5 +1,6 @@
 //! The runner: a transaction on the caller's client, retried in place.
 
+use futures_util::StreamExt;
 use tokio_postgres::{Client, IsolationLevel, SimpleQueryMessage, Transaction};
 use txretry_core::__private::{DatabaseLocks, database_locks, note_busy};
 use txretry_core::{AsError, Isolation, RetryPolicy, RetryState, TxError, TxFailure, TxOptions};
@@ -54,7 +55,9 @@ where
 ///    deadlock, a deferred constraint) keep their verdict; a lost connection or a
 ///    connection-class code there (a pooler answers a COMMIT that landed with `08P01`) is
 ///    [`Ambiguous`](txretry_core::Verdict::Ambiguous), never retried unless `options` are
-///    [`idempotent`](TxOptions::idempotent);
+///    [`idempotent`](TxOptions::idempotent). A session the client had already seen end
+///    before the COMMIT went out (a switchover's shutdown of a primary whose sessions sat
+///    idle in their transactions) is a failure before COMMIT: the server rolled it back;
 /// 4. on `Err`, rolls back explicitly before deciding, then retries when the policy retries
 ///    the error's kind.
 ///
@@ -258,9 +261,10 @@ where
             match f(&mut tx).await {
                 Ok(value) => match commit(tx).await {
                     Committed::Yes => Ok(value),
-                    Committed::Aborted(e) => {
-                        // The closure swallowed an error; nothing was committed, and the
-                        // transaction is still open: roll it back.
+                    Committed::NotRun(e) => {
+                        // The COMMIT never ran: the transaction is still open (a swallowed
+                        // error, a timed-out `SELECT`) and is rolled back here, or the
+                        // session is gone and the server rolled it back.
                         let closed = client.is_closed();
                         let rolled_back = !closed && client.batch_execute("ROLLBACK").await.is_ok();
                         Err(after_failure(
@@ -273,10 +277,8 @@ where
                     }
                     Committed::Failed(e) => {
                         let failure = TxFailure::at_commit(&policy, extract, E::from(e));
-                        // If the `SELECT` failed for another reason (a statement timeout),
-                        // the COMMIT never ran and the transaction is still open; if the
-                        // COMMIT failed, the server already ended it and this ROLLBACK
-                        // only warns.
+                        // The server already ended the transaction (or the session): this
+                        // ROLLBACK only warns, or fails on a lost connection.
                         let cleaned =
                             !client.is_closed() && client.batch_execute("ROLLBACK").await.is_ok();
                         let unusable = !cleaned || failure.discards_connection();
@@ -334,9 +336,12 @@ async fn take_locks(
 /// How a COMMIT went.
 enum Committed {
     Yes,
-    /// The transaction was already aborted (a swallowed error); the COMMIT never ran.
-    Aborted(tokio_postgres::Error),
-    /// The COMMIT itself failed: what that means is for the commit boundary to judge.
+    /// The COMMIT never ran: the server failed the `SELECT` before it (`25P02` after a
+    /// swallowed error, a statement timeout), or the query was never sent (the connection
+    /// had already closed). Judged as a failure before COMMIT.
+    NotRun(tokio_postgres::Error),
+    /// The COMMIT failed, or the answer was lost with nothing proving that the COMMIT did
+    /// not run: for the commit boundary to judge.
     Failed(tokio_postgres::Error),
 }
 
@@ -344,20 +349,50 @@ enum Committed {
 /// plain COMMIT of an aborted transaction with a ROLLBACK tag and no error, which
 /// tokio-postgres reports as success; the `SELECT` fails first instead, with `25P02`, and
 /// the rest of the query string is skipped.
+///
+/// The answer is read message by message because where a failure comes decides what it
+/// means. Two failures prove that the COMMIT never ran:
+/// - the query was refused before it was sent: the client had already seen its session end
+///   (a switchover's fast shutdown of a primary whose sessions sat idle in their
+///   transactions);
+/// - an `ERROR` (not `FATAL`) came before the `SELECT`'s answer: Postgres runs the two
+///   statements in order and skips the rest of the string after an error, and the session
+///   goes on, so the error was the `SELECT`'s.
+///
+/// A `FATAL` or a lost connection proves nothing: a pooler answers a COMMIT that landed with
+/// its own `FATAL` when its server link breaks (PgBouncer's `08P01`), and both of the
+/// server's answers leave in one flush.
 async fn commit(tx: Transaction<'_>) -> Committed {
-    let result = tx.batch_execute("SELECT 1; COMMIT").await;
+    let sent = tx.client().simple_query_raw("SELECT 1; COMMIT").await;
     // The transaction is over on the server (committed, or failed at COMMIT), or the caller
-    // rolls it back below: either way its drop must not queue a ROLLBACK of its own, which
-    // would only draw a "there is no transaction in progress" warning. Top-level
-    // transactions own no heap data, so forgetting one leaks nothing.
+    // rolls it back: either way its drop must not queue a ROLLBACK of its own, which would
+    // only draw a "there is no transaction in progress" warning. Top-level transactions
+    // own no heap data, so forgetting one leaks nothing.
     std::mem::forget(tx);
-    match result {
-        Ok(()) => Committed::Yes,
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) => {
-            Committed::Aborted(e)
+    let answer = match sent {
+        Ok(answer) => answer,
+        // Refused before it was sent: the connection had already closed.
+        Err(e) => return Committed::NotRun(e),
+    };
+    let mut answer = std::pin::pin!(answer);
+    let mut select_answered = false;
+    loop {
+        match answer.next().await {
+            None => return Committed::Yes,
+            Some(Ok(SimpleQueryMessage::CommandComplete(_))) => select_answered = true,
+            Some(Ok(_)) => {}
+            Some(Err(e)) if !select_answered && is_error_severity(&e) => {
+                return Committed::NotRun(e);
+            }
+            Some(Err(e)) => return Committed::Failed(e),
         }
-        Err(e) => Committed::Failed(e),
     }
+}
+
+/// An `ERROR` from the server: the statement failed and the session goes on.
+fn is_error_severity(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error()
+        .is_some_and(|db| db.parsed_severity() == Some(tokio_postgres::error::Severity::Error))
 }
 
 /// Begins a transaction with tokio-postgres's typed options.
