@@ -76,6 +76,8 @@
 //! # Errors
 //! Handlers return any `E: Into<`[`BoxError`]`>`; see there for what is kept.
 
+#[cfg(any(feature = "mcp", feature = "rig"))]
+mod call_id;
 mod config;
 mod context;
 mod descriptor;

@@ -34,7 +34,16 @@ use crate::{Caller, InvokeError, Toolbox};
 
 /// The tools `toolbox` offers `caller` ([`Toolbox::offered`], in registration order) as rig
 /// dynamic tools: name, description and JSON Schema from the declarations; each call is
-/// [`Toolbox::invoke`] for `caller`, with a call id `rig-N` (unique in the process).
+/// [`Toolbox::invoke`] for `caller`, with a call id `rig-{process}-{n}`: 64 random bits
+/// drawn once per process and a counter, so that no two calls share one, in this process
+/// or any other.
+///
+/// rig does not hand a tool the model's tool-call id, so a call id made here is new for
+/// every call: a `once` tool keyed by it ([`Once::new`](crate::Once::new)) records the
+/// call and resolves its own ambiguous COMMIT, but a call the model makes again is a new
+/// call. To answer a repeated request from its record, derive the key from the arguments
+/// ([`Once::key_from_args`](crate::Once::key_from_args), e.g. a request id the model
+/// passes).
 ///
 /// The output: a string as text, anything else as JSON. The errors: see [`tool_error`].
 pub fn tools(toolbox: &Toolbox, caller: &Caller) -> Vec<DynamicTool> {
@@ -55,7 +64,8 @@ pub fn tools(toolbox: &Toolbox, caller: &Caller) -> Vec<DynamicTool> {
                 move |args: Value| {
                     let (toolbox, caller, tool) = (toolbox.clone(), caller.clone(), tool.clone());
                     Box::pin(async move {
-                        let call_id = format!("rig-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+                        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+                        let call_id = format!("rig-{}-{n}", crate::call_id::instance());
                         match toolbox.invoke(&caller, &tool, args, &call_id).await {
                             Ok(Value::String(text)) => Ok(ToolOutput::text(text)),
                             Ok(output) => Ok(ToolOutput::json(output)),

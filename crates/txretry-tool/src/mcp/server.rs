@@ -161,7 +161,13 @@ impl ToolboxServer {
     }
 
     fn call_id(&self, request: &RequestId) -> String {
-        format!("mcp-{}-{request}", self.session)
+        // The process's random part first: a `once` record keyed by the call id outlives
+        // the process, and session and request numbers start again in the next one.
+        format!(
+            "mcp-{}-{}-{request}",
+            crate::call_id::instance(),
+            self.session
+        )
     }
 }
 

@@ -15,6 +15,7 @@
 
 mod common;
 
+mod call_ids;
 mod http;
 mod pipe;
 mod rig;
