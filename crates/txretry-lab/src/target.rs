@@ -54,7 +54,7 @@ impl Target {
                 if lower.trim_end_matches('/') == "sqlite:" {
                     return Err(TargetError::SqliteNeedsPath);
                 }
-                Target::Sqlite(url)
+                Target::Sqlite(database_url::for_sqlx(trimmed).into_owned())
             }
             Engine::Postgres => Target::Postgres(url),
             Engine::MySql => Target::MySql(url),
@@ -163,6 +163,11 @@ mod tests {
         assert_eq!(
             Target::parse("mariadb://root@h/test").map(|t| t.engine()),
             Ok("mysql")
+        );
+        // sqlx reads a SQLite scheme in another case as a file name.
+        assert_eq!(
+            Target::parse("SQLITE:///tmp/lab.db"),
+            Ok(Target::Sqlite("sqlite:///tmp/lab.db".into()))
         );
     }
 

@@ -77,7 +77,8 @@ impl Pool {
             Engine::Sqlite => {
                 // sqlx's default busy timeout (5 s) stays: a writer waits for the lock
                 // before SQLITE_BUSY, which the policy then retries.
-                let options = SqliteConnectOptions::from_str(&source.url)?;
+                let url = txretry_sqlx::database_url::for_sqlx(&source.url);
+                let options = SqliteConnectOptions::from_str(&url)?;
                 let pool = SqlitePoolOptions::new()
                     .max_connections(n)
                     .connect_with(options)

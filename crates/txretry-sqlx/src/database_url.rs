@@ -28,6 +28,18 @@ pub enum SchemeError {
     NotAUrl,
 }
 
+/// `url` as sqlx must be given it: the `sqlite:` scheme in lower case. sqlx reads the other
+/// schemes in any case, but takes a SQLite URL in another case (`SQLITE:x.db`) for a file
+/// of that name.
+pub fn for_sqlx(url: &str) -> std::borrow::Cow<'_, str> {
+    match url.split_once(':') {
+        Some((scheme, rest)) if scheme != "sqlite" && scheme.eq_ignore_ascii_case("sqlite") => {
+            std::borrow::Cow::Owned(format!("sqlite:{rest}"))
+        }
+        _ => std::borrow::Cow::Borrowed(url),
+    }
+}
+
 /// The engine `url`'s scheme names (in any case).
 pub fn engine(url: &str) -> Result<Engine, SchemeError> {
     let (scheme, rest) = url.split_once(':').unwrap_or(("", url));
@@ -53,6 +65,16 @@ pub fn engine(url: &str) -> Result<Engine, SchemeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sqlx_is_given_the_sqlite_scheme_in_lower_case() {
+        assert_eq!(for_sqlx("SQLITE:f.db"), "sqlite:f.db");
+        assert_eq!(for_sqlx("Sqlite:///tmp/f.db"), "sqlite:///tmp/f.db");
+        assert_eq!(for_sqlx("sqlite::memory:"), "sqlite::memory:");
+        // Only the scheme: a path keeps its case, and other engines are left as written.
+        assert_eq!(for_sqlx("SQLite:/Data/F.db"), "sqlite:/Data/F.db");
+        assert_eq!(for_sqlx("POSTGRES://u@h/DB"), "POSTGRES://u@h/DB");
+    }
 
     #[test]
     fn schemes_name_engines() {
