@@ -32,7 +32,7 @@ Exit codes:
     2  nothing was measured: a bad flag or value, or the database could not be
        reached or set up, or the plot could not be written; or such an error
        stopped the sweep later (what ran is still reported)
-  130  Ctrl-C cut the sweep short (what ran is still reported, checked and drawn)";
+  130  Ctrl-C or SIGTERM cut the sweep short (what ran is still reported, checked and drawn)";
 
 /// Runs the policies at several worker counts, several times each, and prints the median
 /// and spread of each cell: goodput, failed transactions, retries per commit, latency.

@@ -35,7 +35,7 @@ use txretry_lab::duration::format_duration;
 use txretry_lab::lab::Fatal;
 use txretry_lab::report::Setup;
 use txretry_lab::run::RunSpec;
-use txretry_lab::signals::{self, CtrlC};
+use txretry_lab::signals::{self, StopSignals};
 use txretry_lab::target::Target;
 use txretry_lab::{
     EXIT_INTERRUPTED, EXIT_INVARIANT_FAILED, EXIT_NOT_RUN, checked_target, clap_exit,
@@ -196,7 +196,8 @@ async fn sweep(
     let headline = headline(&plan);
     announce(&plan, &headline, &notes);
     let stop = Arc::new(AtomicBool::new(false));
-    let ctrl_c = CtrlC::listen().map_err(|e| Fatal(format!("could not listen for Ctrl-C: {e}")))?;
+    let ctrl_c =
+        StopSignals::listen().map_err(|e| Fatal(format!("could not listen for Ctrl-C: {e}")))?;
     // The first Ctrl-C ends the run in progress and the sweep, which reports what ran; a
     // second one aborts the run in progress (run.rs sees `signals::quitting()`).
     let watcher = {

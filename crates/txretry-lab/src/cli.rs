@@ -20,9 +20,10 @@ Exit codes:
        row missing or doubled, a counter off)
     2  nothing was measured: a bad flag or value, or the database could not be
        reached or set up
-  130  Ctrl-C cut the runs short (what ran is still reported and checked; signals a
-       few milliseconds apart count as one, and a second, separate Ctrl-C quits
-       without a report, after dropping the lab's tables and temp files)
+  130  Ctrl-C or SIGTERM cut the runs short (the transactions in flight finish
+       their current attempt, none retries; what ran is still reported and checked;
+       signals a few milliseconds apart count as one, and a second, separate one
+       quits without a report, after dropping the lab's tables and temp files)
 
 Several processes at once on one set of tables, and faults injected into a Postgres HA
 cluster: txretry-bench run.

@@ -18,7 +18,7 @@ use crate::presets::Preset;
 use crate::report::{self, RunReport, Setup};
 use crate::run::{RunResult, RunSpec, run};
 use crate::server::{self, Facts};
-use crate::signals::{self, CtrlC};
+use crate::signals::{self, StopSignals};
 use crate::target::Target;
 
 /// Why nothing (or not everything) could be measured. Messages are already scrubbed of
@@ -279,7 +279,8 @@ async fn run_presets<DB: LabDb, P: Place>(
     } = runs;
     let stop = Arc::new(AtomicBool::new(false));
     let (level_tx, level) = watch::channel(0u8);
-    let ctrl_c = CtrlC::listen().map_err(|e| Fatal(format!("could not listen for Ctrl-C: {e}")))?;
+    let ctrl_c =
+        StopSignals::listen().map_err(|e| Fatal(format!("could not listen for Ctrl-C: {e}")))?;
     let watcher = {
         let stop = stop.clone();
         let level_tx = Arc::new(level_tx);

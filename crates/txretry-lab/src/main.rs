@@ -19,8 +19,8 @@
 //! run, are `txretry-bench run --processes N`; sweeps, `txretry-bench sweep`.
 //!
 //! Exit codes: 0 all invariants held; 1 an invariant FAILED; 2 nothing was measured (bad
-//! flag or value, database unreachable, tables could not be created); 130 Ctrl-C cut the
-//! runs short (what ran is still reported and checked; a second, separate Ctrl-C quits
+//! flag or value, database unreachable, tables could not be created); 130 Ctrl-C or
+//! SIGTERM cut the runs short (what ran is still reported and checked; a second, separate one quits
 //! without a report, after cleaning up: see `signals.rs`). Passwords in `--db` never appear
 //! in any output.
 

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use sqlx::Pool;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use txretry::{Admission, RetryPolicy, TxOptions};
+use txretry::{Admission, RetryBudget, RetryPolicy, StopReason, TxOptions};
 
 use crate::backend::LabDb;
 use crate::cli::{RunArgs, Workload};
@@ -159,6 +159,52 @@ struct Ctx<DB: sqlx::Database> {
     log: Option<Arc<EventLog>>,
     /// [`RunSpec::in_flight`]: while set, the run goes on past its deadline.
     in_flight: Option<Arc<AtomicBool>>,
+    /// Each worker's transaction in flight, cut short once the run is over.
+    current: Vec<Current>,
+}
+
+/// A worker's transaction in flight: its retry budget, which the run drains once it is
+/// over, so that the transaction begins no new retry. Under contention one transaction can
+/// retry for minutes (50 attempts, each a lock wait), and Ctrl-C or the deadline must end
+/// the run within the attempts in flight, not within every retry of every worker. The
+/// budget reaches the retries that fail before the body runs (an admission lock not
+/// granted, a BEGIN that failed), which no check inside the transaction would see.
+#[derive(Default)]
+struct Current {
+    budget: std::sync::Mutex<Option<RetryBudget>>,
+    /// The run took retries from the budget.
+    cut: AtomicBool,
+}
+
+impl Current {
+    /// `policy` for a new transaction, with a budget of its own.
+    fn begin(&self, policy: &RetryPolicy) -> RetryPolicy {
+        let budget = RetryBudget::for_policy(policy);
+        let mut current = self.budget.lock().unwrap_or_else(|e| e.into_inner());
+        *current = Some(budget.clone());
+        self.cut.store(false, Ordering::Relaxed);
+        policy.with_budget(budget)
+    }
+
+    /// Takes every retry left: the transaction's next failure is its last.
+    fn cut_short(&self) {
+        let current = self.budget.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(budget) = current.as_ref() {
+            let mut taken = false;
+            while budget.take_retry() {
+                taken = true;
+            }
+            if taken {
+                self.cut.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether a transaction that stopped for `reason` was cut short by the end of the run
+    /// (rather than given up on by its policy).
+    fn was_cut(&self, reason: StopReason) -> bool {
+        reason == StopReason::AttemptsExhausted && self.cut.load(Ordering::Relaxed)
+    }
 }
 
 impl<DB: sqlx::Database> Ctx<DB> {
@@ -267,13 +313,14 @@ pub async fn drive<DB: LabDb>(
         live: Live::default(),
         log: log.clone(),
         in_flight: spec.in_flight.clone(),
+        current: (0..spec.workers).map(|_| Current::default()).collect(),
     });
     let progress = Progress::new(label, spec.duration);
     let mut workers = JoinSet::new();
     for w in 0..spec.workers {
         let id = spec.first_worker.saturating_add(w as u32);
         let ctx = ctx.clone();
-        workers.spawn(async move { (w, worker(ctx, id).await) });
+        workers.spawn(async move { (w, worker(ctx, w, id).await) });
     }
     // Each worker's tally with its index, merged in worker order once all are done.
     let mut tallies: Vec<(usize, Tally)> = Vec::with_capacity(spec.workers);
@@ -289,6 +336,9 @@ pub async fn drive<DB: LabDb>(
                 None => break,
             },
             _ = ticker.tick() => {
+                if ctx.over() {
+                    ctx.current.iter().for_each(Current::cut_short);
+                }
                 if signals::quitting() {
                     // Dropping a transaction rolls it back; its worker's counts are lost,
                     // and no report is printed after a quit.
@@ -314,7 +364,12 @@ pub async fn drive<DB: LabDb>(
     for (_, t) in tallies {
         tally.merge(t);
     }
-    tally.attempts = ctx.live.attempts.load(Ordering::Relaxed);
+    // Every attempt, failed ones included, whether or not it reached the transaction's
+    // body (an admission lock not granted, a BEGIN that failed): the first ones, plus
+    // every retry the policy began.
+    let live = &ctx.live;
+    tally.attempts = live.begun.load(Ordering::Relaxed) + retries.total();
+    tally.cut_short = live.cut_short.load(Ordering::Relaxed);
     Measured {
         tally,
         retries,
@@ -331,7 +386,7 @@ pub async fn drive<DB: LabDb>(
 /// context): a closure that captures any reference, even a `&'static` one, makes rustc
 /// unable to prove the runner's future `Send` for `tokio::spawn` ("implementation of
 /// `Send` is not general enough"), a compiler limitation with generic `AsyncFnMut`.
-async fn worker<DB: LabDb>(ctx: Arc<Ctx<DB>>, worker: u32) -> Tally {
+async fn worker<DB: LabDb>(ctx: Arc<Ctx<DB>>, index: usize, worker: u32) -> Tally {
     let mut tally = Tally::default();
     let mut rng = fastrand::Rng::new();
     let mut seq: u32 = 0;
@@ -341,19 +396,29 @@ async fn worker<DB: LabDb>(ctx: Arc<Ctx<DB>>, worker: u32) -> Tally {
         seq = seq.wrapping_add(1);
         let mut options = ctx.options.clone();
         if ctx.names_keys {
+            // A row's key names its table too: database admission locks are server-wide
+            // (MySQL's GET_LOCK) or database-wide (Postgres' advisory locks), and another
+            // run's row 1 must not make this run wait.
             for row in job.contends_on() {
-                options = options.contends_on(row);
+                options = options.contends_on((ctx.schema.prefix(), row));
             }
         }
+        ctx.live.begun.fetch_add(1, Ordering::Relaxed);
+        let current = &ctx.current[index];
+        let policy = current.begin(&ctx.policy);
         let shared = ctx.clone();
         let result =
-            txretry::sqlx::transaction_with(&ctx.pool, &ctx.policy, &options, async move |tx| {
-                shared.live.attempts.fetch_add(1, Ordering::Relaxed);
+            txretry::sqlx::transaction_with(&ctx.pool, &policy, &options, async move |tx| {
                 shared.schema.attempt(tx, &job).await
             })
             .await;
         let key = job.key();
         match result {
+            // Cut short by the end of the run: rolled back, and neither a commit nor a
+            // failure (its policy would have retried it).
+            Err(e) if current.was_cut(e.outcome().stop_reason()) => {
+                ctx.live.cut_short.fetch_add(1, Ordering::Relaxed);
+            }
             Ok(port) => {
                 if let Some(port) = port {
                     tally.commits.push(Commit {

@@ -1,11 +1,13 @@
-//! Ctrl-C as the lab takes it.
+//! Ctrl-C as the lab takes it, and SIGTERM the same way.
 //!
 //! The first one asks the runs to finish the transactions in flight and report. Signals
 //! that follow it within [`BURST`] are the same Ctrl-C: `timeout -s INT` sends one to the
 //! lab and one to its process group a few milliseconds later, and a terminal sends one to
 //! every process of the foreground group. Only a separate, later one means "quit now", and
 //! even then the lab aborts the transactions in flight, drops its tables and removes its
-//! temp dir before it exits (see [`quitting`]).
+//! temp dir before it exits (see [`quitting`]). SIGTERM (what `timeout`, `kill` and
+//! `docker stop` send) counts as a Ctrl-C: without it the lab would die at once and leave
+//! its tables and temp files behind.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -24,28 +26,42 @@ pub fn quitting() -> bool {
     QUIT_NOW.load(Ordering::Relaxed)
 }
 
-/// Interrupt signals, in the order they came. On Unix one signal stream lives as long as
-/// this value, so a signal that arrives while nobody waits is still seen by the next wait.
-pub struct CtrlC {
+/// Interrupt signals (SIGINT, SIGTERM), in the order they came. On Unix the signal
+/// streams live as long as this value, so a signal that arrives while nobody waits is still
+/// seen by the next wait.
+pub struct StopSignals {
     #[cfg(unix)]
-    stream: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
 }
 
-impl CtrlC {
-    /// Starts listening (SIGINT on Unix: from now on it no longer ends the process by
-    /// itself). Call it inside the runtime.
-    pub fn listen() -> std::io::Result<CtrlC> {
-        Ok(CtrlC {
-            #[cfg(unix)]
-            stream: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?,
-        })
+impl StopSignals {
+    /// Starts listening (SIGINT and SIGTERM on Unix: from now on they no longer end the
+    /// process by themselves). Call it inside the runtime.
+    pub fn listen() -> std::io::Result<StopSignals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(StopSignals {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(StopSignals {})
+        }
     }
 
     /// Waits for the next signal; `false` when no more can come.
     pub async fn recv(&mut self) -> bool {
         #[cfg(unix)]
         {
-            self.stream.recv().await.is_some()
+            tokio::select! {
+                got = self.interrupt.recv() => got.is_some(),
+                got = self.terminate.recv() => got.is_some(),
+            }
         }
         #[cfg(not(unix))]
         {

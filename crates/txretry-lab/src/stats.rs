@@ -104,8 +104,10 @@ pub struct Live {
     pub failed: AtomicU64,
     /// Transactions refused for a business reason so far (a real outcome, not an error).
     pub refused: AtomicU64,
-    /// Attempts so far: each call of a transaction closure, first tries included.
-    pub attempts: AtomicU64,
+    /// Transactions begun so far (their first attempts).
+    pub begun: AtomicU64,
+    /// Transactions a retry of which the end of the run cut short before it began.
+    pub cut_short: AtomicU64,
 }
 
 /// What one worker saw; merged into one at the end of a run.
@@ -121,8 +123,11 @@ pub struct Tally {
     /// The first error message of each kind in `failed_by_kind` (not yet scrubbed of
     /// passwords: see `report.rs`).
     pub first_errors: BTreeMap<String, String>,
-    /// Every attempt: each call of the transaction closure (filled in from [`Live`] at
-    /// the end of a run).
+    /// Transactions the end of the run cut short: its policy would have retried their
+    /// last failure (filled in from [`Live`] at the end of a run).
+    pub cut_short: u64,
+    /// Every attempt, whether or not it reached the transaction's body: first attempts and
+    /// retries (filled in from [`Live`] at the end of a run).
     pub attempts: u64,
     /// Latency of each committed transaction, retries and waits included, in microseconds.
     pub latencies: Latencies,
@@ -147,6 +152,7 @@ impl Tally {
         for (kind, message) in other.first_errors {
             self.first_errors.entry(kind).or_insert(message);
         }
+        self.cut_short += other.cut_short;
         self.attempts += other.attempts;
         self.latencies.add(&other.latencies);
         self.committed_keys.extend(other.committed_keys);

@@ -23,6 +23,9 @@ pub struct ChildReport {
     /// The first error message of each failed kind (scrubbed by the parent).
     #[serde(default)]
     pub first_errors: BTreeMap<String, String>,
+    /// Transactions the end of the run cut short.
+    #[serde(default)]
+    pub cut_short: u64,
     /// Every attempt.
     pub attempts: u64,
     /// Retries by kind.
@@ -54,6 +57,7 @@ impl ChildReport {
             business_failed: t.business_failed,
             failed_by_kind: t.failed_by_kind,
             first_errors: t.first_errors,
+            cut_short: t.cut_short,
             attempts: t.attempts,
             retries_by_kind: measured.retries.by_kind(),
             started_unix_us: micros(
@@ -100,6 +104,7 @@ pub fn aggregate(reports: Vec<ChildReport>) -> Result<(Measured, Vec<u64>), Stri
             business_failed: r.business_failed,
             failed_by_kind: r.failed_by_kind,
             first_errors: r.first_errors,
+            cut_short: r.cut_short,
             attempts: r.attempts,
             latencies: r.latencies,
             committed_keys: r.committed_keys,
@@ -188,6 +193,7 @@ mod tests {
                 format!("could not serialize ({committed})"),
             )]
             .into(),
+            cut_short: 1,
             attempts: committed + 3,
             retries_by_kind: retries.by_kind(),
             started_unix_us: start,
@@ -216,6 +222,7 @@ mod tests {
         assert_eq!(t.committed, 5);
         assert_eq!(t.business_failed, 2);
         assert_eq!(t.attempts, 11);
+        assert_eq!(t.cut_short, 2);
         assert_eq!(t.failed_by_kind["serialization_failure"], 4);
         assert_eq!(t.failed_by_kind["permanent"], 1);
         // The first child's message of a kind both had.

@@ -96,7 +96,11 @@ pub struct RunReport {
     pub failed_by_kind: BTreeMap<String, u64>,
     /// The first error message of each kind in `failed_by_kind`, passwords masked.
     pub first_error_by_kind: BTreeMap<String, String>,
-    /// Every attempt, first ones included.
+    /// Transactions the end of the run (its duration, Ctrl-C) cut short: rolled back after
+    /// a failure their policy would have retried. Neither committed nor failed.
+    pub cut_short: u64,
+    /// Every attempt, first ones included: `committed + business_failed + failed +
+    /// cut_short + retries`.
     pub attempts: u64,
     /// attempts / committed.
     pub attempts_per_commit: Option<f64>,
@@ -152,6 +156,7 @@ impl RunReport {
             failed: t.failed(),
             failed_by_kind: t.failed_by_kind.clone(),
             first_error_by_kind: std::mem::take(&mut t.first_errors),
+            cut_short: t.cut_short,
             attempts: t.attempts,
             attempts_per_commit: ratio(t.attempts, t.committed).map(|r| round(r, 3)),
             retries,
@@ -193,7 +198,8 @@ impl RunReport {
     }
 
     /// How far the run overran its duration, when it did by more than a rounding: the
-    /// transactions in flight at the deadline finish first (retries and waits included).
+    /// attempts in flight at the deadline finish first (a lock wait, an admission wait, a
+    /// retry's wait that had begun), and what runs beside the run (a fault) ends.
     pub fn overran(&self) -> Option<String> {
         let asked = self.setup.duration.as_secs_f64();
         let over = self.elapsed_s - asked;
@@ -203,7 +209,7 @@ impl RunReport {
         };
         (over > (asked * 0.1).max(0.25)).then(|| {
             format!(
-                "ran {:.1}s of the {:.1}s asked: {in_flight} in flight at the deadline finish first, retries and waits included",
+                "ran {:.1}s of the {:.1}s asked: {in_flight} in flight at the deadline finish first (their current attempt or wait, no new retry)",
                 self.elapsed_s, asked
             )
         })

@@ -187,3 +187,119 @@ fn a_second_separate_sigint_quits_without_a_report_and_drops_the_tables() {
     );
     assert_eq!(entries(tmp.path()), Vec::<String>::new(), "left behind");
 }
+
+/// Whether a backend of the lab's (`application_name` txretry-lab) waits on a lock.
+async fn lab_waits_on_a_lock(pool: &sqlx::PgPool) -> bool {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+         WHERE application_name = 'txretry-lab' AND wait_event_type = 'Lock')",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("pg_stat_activity can be read")
+}
+
+/// A row the test holds locked fails every attempt of the lab's workers on it with a lock
+/// timeout (55P03, retried: 50 attempts under `exp-jitter`, at least 5 s). Ctrl-C while
+/// they retry ends each transaction with its attempt in flight: none is given up on as
+/// failed (they are `cut_short`), and the lab reports while the row is still locked.
+/// (Before, every transaction in flight went on retrying to its last attempt, minutes
+/// under contention, and was counted as failed.)
+#[test]
+fn ctrl_c_lets_no_transaction_begin_another_retry() {
+    let Some(url) = txretry_testkit::postgres_url("lab_interrupt_retries") else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let pool = runtime
+        .block_on(sqlx::PgPool::connect(&url))
+        .expect("the test connects");
+    let tmp = tempfile::tempdir().expect("a temp dir");
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let lab_url = format!("{url}{separator}options=-c%20lock_timeout%3D100ms");
+    let child = start(
+        &[
+            "--db",
+            &lab_url,
+            "--workload",
+            "hot-rows",
+            "--rows",
+            "1",
+            "--workers",
+            "2",
+            "--duration",
+            "10m",
+            "--json",
+            "--policy",
+            "exp-jitter",
+        ],
+        tmp.path(),
+    );
+    let prefix = format!("txlab\\_{}\\_", child.id());
+    wait_until("the lab's table exists", Duration::from_secs(60), || {
+        runtime.block_on(tables_named(&pool, &prefix)).len() == 1
+    });
+    let table = runtime.block_on(tables_named(&pool, &prefix)).remove(0);
+    let mut lock = runtime.block_on(pool.begin()).expect("a transaction");
+    runtime
+        .block_on(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT id FROM {table} WHERE id = 1 FOR UPDATE"
+            )))
+            .execute(&mut *lock),
+        )
+        .expect("the row is locked");
+    wait_until("a worker waits on the row", Duration::from_secs(60), || {
+        runtime.block_on(lab_waits_on_a_lock(&pool))
+    });
+    sigint(&child);
+    // The row stays locked until the lab has exited: a worker that retried would fail
+    // until its attempts ran out.
+    let (status, stdout, stderr) = finish(child);
+    runtime
+        .block_on(lock.rollback())
+        .expect("the lock is released");
+    // The lab's DROP TABLE waited on the lock and gave up: drop what it left.
+    runtime
+        .block_on(
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
+                .execute(&pool),
+        )
+        .expect("the table is dropped");
+    assert_eq!(status.code(), Some(130), "stderr:\n{stderr}");
+    let runs: Vec<serde_json::Value> =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert_eq!(runs.len(), 1, "{stdout}");
+    assert_eq!(runs[0]["interrupted"], true, "{}", runs[0]);
+    assert_eq!(runs[0]["failed"], 0, "{}", runs[0]);
+    assert!(runs[0]["cut_short"].as_u64() >= Some(1), "{}", runs[0]);
+    assert_eq!(runs[0]["invariant_ok"], true, "{}", runs[0]);
+}
+
+/// SIGTERM (what `timeout`, `kill` and `docker stop` send) is taken as a Ctrl-C: the lab
+/// reports and removes its temp dir, instead of dying with them left behind.
+#[test]
+fn sigterm_reports_and_removes_the_temp_dir() {
+    let tmp = tempfile::tempdir().expect("a temp dir");
+    let child = start(
+        &["--duration", "10m", "--json", "--policy", "exp-jitter"],
+        tmp.path(),
+    );
+    wait_until("the lab's WAL file fills", Duration::from_secs(60), || {
+        entries(tmp.path()).iter().any(|d| {
+            std::fs::metadata(tmp.path().join(d).join("lab.db-wal")).is_ok_and(|m| m.len() > 0)
+        })
+    });
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success(), "kill -TERM failed");
+    let (status, stdout, stderr) = finish(child);
+    assert_eq!(status.code(), Some(130), "stderr:\n{stderr}");
+    let runs: Vec<serde_json::Value> =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert_eq!(runs[0]["interrupted"], true, "{}", runs[0]);
+    assert_eq!(runs[0]["invariant_ok"], true, "{}", runs[0]);
+    assert_eq!(entries(tmp.path()), Vec::<String>::new(), "left behind");
+}

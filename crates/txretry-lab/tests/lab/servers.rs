@@ -266,3 +266,94 @@ fn postgres_p50_near_deadlock_timeout_is_explained() {
     assert!(stdout.contains("--policy contention"), "{stdout}");
     assert!(stdout.contains("invariant"), "{stdout}");
 }
+
+/// Database admission locks are server-wide on MySQL / MariaDB (`GET_LOCK`): a lab run's
+/// keys name its tables, so a lock another client holds on a bare row key (what another
+/// run on other tables used to take for its row 1) does not make this run wait.
+#[test]
+fn mysql_admission_keys_are_the_runs_own() {
+    let Some(url) = txretry_testkit::mysql_url("lab_mysql_admission_keys") else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let mut other = runtime
+        .block_on(<sqlx::MySqlConnection as sqlx::Connection>::connect(&url))
+        .expect("the test connects");
+    let row_1 = format!("txretry:{:016x}", txretry::KeyHash::of(1_i64).to_u64());
+    let held: i64 = runtime
+        .block_on(
+            sqlx::query_scalar("SELECT GET_LOCK(?, 5)")
+                .bind(&row_1)
+                .fetch_one(&mut other),
+        )
+        .expect("GET_LOCK answers");
+    assert_eq!(held, 1, "the test holds {row_1}");
+    let output = lab_ok(
+        &url,
+        "--workload hot-rows --rows 1 --workers 1 --duration 1s --json --policy database",
+    );
+    let runs = json_runs(&output);
+    assert_eq!(runs[0]["invariant_ok"], true, "{}", runs[0]);
+    assert_eq!(runs[0]["retries_by_kind"]["lock_timeout"], 0, "{}", runs[0]);
+    assert_eq!(runs[0]["failed"], 0, "{}", runs[0]);
+    drop(other);
+}
+
+/// An attempt that fails before the transaction's body runs (here: its admission lock,
+/// held by the test, is not granted in time) is an attempt too: `attempts` is every first
+/// attempt and every retry, `committed + failed + business_failed + cut_short + retries`.
+/// It counted only the calls of the body, and said 0 attempts beside 49 retries. And the
+/// end of the run reaches such a transaction: it retried its lock for 50 attempts of 5 s
+/// each past a 1 s run.
+#[test]
+fn mysql_attempts_count_those_refused_before_the_body() {
+    let Some(url) = txretry_testkit::mysql_url("lab_mysql_attempts") else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let mut other = runtime
+        .block_on(<sqlx::MySqlConnection as sqlx::Connection>::connect(&url))
+        .expect("the test connects");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_txretry-lab"))
+        .args(["--db", &url])
+        .args(["--workload", "hot-rows", "--rows", "1", "--workers", "1"])
+        .args(["--duration", "1s", "--json", "--policy", "database"])
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the txretry-lab binary runs");
+    // The run's key for its row 1 (its tables' prefix and the row), taken while the lab
+    // still starts up; should the lab's first transaction get it first, the test waits for
+    // it, and the next one finds it taken.
+    let prefix = format!("txlab_{}_0", child.id());
+    let key = txretry::KeyHash::of((prefix.as_str(), 1_i64)).to_u64();
+    let held: i64 = runtime
+        .block_on(
+            sqlx::query_scalar("SELECT GET_LOCK(?, 30)")
+                .bind(format!("txretry:{key:016x}"))
+                .fetch_one(&mut other),
+        )
+        .expect("GET_LOCK answers");
+    assert_eq!(held, 1, "the test holds the run's key");
+    let status = child.wait().expect("the lab exits");
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert_eq!(status.code(), Some(0), "{stdout}");
+    drop(other);
+    let runs: Vec<serde_json::Value> = serde_json::from_str(&stdout).expect("the JSON report");
+    let run = &runs[0];
+    let n = |field: &str| run[field].as_u64().expect(field);
+    // The run's one transaction waited for the lock past the end of the run: it was cut
+    // short (or, had it got the lock first, a later one was).
+    assert!(
+        n("cut_short") + n("failed") >= 1,
+        "an attempt was refused its lock: {run}"
+    );
+    assert!(n("attempts") >= 1, "{run}");
+    assert_eq!(
+        n("attempts"),
+        n("committed") + n("failed") + n("business_failed") + n("cut_short") + n("retries"),
+        "{run}"
+    );
+}
