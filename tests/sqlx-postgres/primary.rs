@@ -118,3 +118,27 @@ async fn no_host_within_the_acquire_timeout_says_why_each_was_passed_over() {
         assert!(host.starts_with(&format!("{address} failed: ")), "{host}");
     }
 }
+
+/// Session settings reach every connection through the URL's `options` (the guide's
+/// advice, since `PrimaryPool` owns the pool's `after_connect` hook).
+#[tokio::test]
+async fn session_settings_in_the_url_reach_every_connection() {
+    let Some(url) = txretry_testkit::postgres_url("sqlx-postgres primary pool options") else {
+        return;
+    };
+    let real = server(&url);
+    let multi = with_hosts(&url, &format!("{},{real}", REFUSED[0]), None);
+    let separator = if multi.contains('?') { '&' } else { '?' };
+    let multi = format!("{multi}{separator}options=-c%20search_path%3Dtxretry_app,public");
+    let pool = within(PrimaryPool::connect(
+        PgPoolOptions::new().max_connections(2),
+        &multi,
+    ))
+    .await
+    .expect("the second host accepts writes");
+    let search_path: String = sqlx::query_scalar("SHOW search_path")
+        .fetch_one(&*pool)
+        .await
+        .expect("SHOW answers");
+    assert_eq!(search_path, "txretry_app,public");
+}

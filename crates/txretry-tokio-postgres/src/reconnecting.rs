@@ -56,7 +56,8 @@ use crate::{Source, extract};
 ///
 /// # A commit that was not replicated
 /// Under synchronous replication a COMMIT waits for the standby. When that wait is
-/// cancelled (a `statement_timeout`, `pg_cancel_backend`), Postgres answers the COMMIT with
+/// cancelled (`pg_cancel_backend`, a client's cancel request; not `statement_timeout`,
+/// which Postgres disarms at COMMIT), Postgres answers the COMMIT with
 /// success and a warning: "The transaction has already committed locally, but might not
 /// have been replicated to the standby." A failover before the standby catches up would
 /// lose it. `Reconnecting` owns its connection's task, so it sees that warning:

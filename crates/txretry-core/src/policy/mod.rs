@@ -144,7 +144,10 @@ impl RetryPolicy {
         }
     }
 
-    /// Runs the operation once and returns its result unchanged: no retry, no event.
+    /// Runs the operation once and returns its result unchanged: no retry, so no retry
+    /// event. A failure the default table retries still ends the loop as a give-up
+    /// ([`StopReason::AttemptsExhausted`]): the `on_give_up` hook runs and `tracing` logs
+    /// it, as under any policy.
     pub fn disabled() -> Self {
         RetryPolicy::builder()
             .max_attempts(1)

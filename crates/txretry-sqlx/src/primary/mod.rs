@@ -70,6 +70,11 @@ impl PrimaryPool {
     /// Parses the multi-host `url`, finds the host that accepts writes (trying them in
     /// order, waiting up to `options`' acquire timeout for one), and opens the pool there.
     ///
+    /// The pool's `after_connect` hook is PrimaryPool's own (it refuses a connection that
+    /// lands on a standby): one set on `options` is replaced. Put session settings in the
+    /// connect options instead (`options=-c%20search_path%3Dapp` in the URL, or
+    /// [`PgConnectOptions::options`] on [`hosts`](PrimaryPool::hosts)).
+    ///
     /// The hosts are listed in the URL's authority (`postgres://app@h1:5432,h2:5433/shop`)
     /// or, as libpq also takes them, in its `host` parameter, with one `port` for all or
     /// one for each (`postgres:///shop?host=h1,h2&port=5432,5433`). Each host's URL is then
@@ -153,7 +158,11 @@ impl PrimaryPool {
         })
     }
 
-    /// The pool (a clone of the handle).
+    /// The pool (a clone of the handle). It follows the primary only while this
+    /// `PrimaryPool` lives: the watcher stops when it is dropped ([`detach`] keeps it
+    /// running).
+    ///
+    /// [`detach`]: PrimaryPool::detach
     pub fn pool(&self) -> PgPool {
         self.pool.clone()
     }
