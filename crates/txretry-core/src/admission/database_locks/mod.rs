@@ -20,6 +20,10 @@ use std::time::Duration;
 /// milliseconds.
 pub(super) const MAX_DATABASE_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
 
+/// How many keys one chain of nested `CASE`s may take in turn (the try-first statement on
+/// Postgres, the `GET_LOCK`s on MySQL): more make several chains, one after the other.
+const CHAIN_DEPTH: usize = 64;
+
 /// The database locks one attempt takes under
 /// [`Admission::in_database`](crate::Admission::in_database): the named keys
 /// (hashed, sorted) and the wait for each, with the SQL each engine sends for them.
@@ -145,6 +149,57 @@ mod tests {
         ];
         sorted.sort_unstable();
         assert_eq!(locks.keys().collect::<Vec<_>>(), sorted);
+    }
+
+    /// The deepest nesting of `CASE` in `sql`.
+    fn case_depth(sql: &str) -> usize {
+        let (mut depth, mut deepest) = (0_usize, 0);
+        for word in sql.split(|c: char| !c.is_ascii_alphanumeric()) {
+            match word {
+                "CASE" => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                "END" => depth -= 1,
+                _ => {}
+            }
+        }
+        deepest
+    }
+
+    #[test]
+    fn many_keys_make_chains_no_deeper_than_the_servers_take() {
+        let keys: Vec<u64> = (1..=150).collect();
+        let locks = DatabaseLocks::new(&keys, SECOND);
+        for sql in [
+            locks.mysql_get_locks(),
+            locks.trying_first().postgres_try_begin("BEGIN"),
+            locks.postgres_try_in_transaction(),
+        ] {
+            assert_eq!(case_depth(&sql), CHAIN_DEPTH, "{sql}");
+            assert_eq!(sql.matches("COALESCE(").count(), 1, "{sql}");
+        }
+        // Every key once, in order, across the chains.
+        let mysql = locks.mysql_get_locks();
+        let named: Vec<usize> = keys
+            .iter()
+            .map(|&key| {
+                let name = DatabaseLocks::mysql_lock_name(key);
+                mysql.find(&name).expect("every key is asked for")
+            })
+            .collect();
+        assert!(named.windows(2).all(|w| w[0] < w[1]), "in key order");
+        // A refusal in a later chain names its key.
+        let (timed_out, interrupted) = DatabaseLocks::mysql_refusal_answers(100);
+        assert!(mysql.contains(&format!("WHEN 0 THEN {timed_out} ELSE {interrupted} END")));
+        assert_eq!(
+            locks.mysql_refused(Some(i64::try_from(timed_out).unwrap())),
+            Some((keys[100], Some(0)))
+        );
+        // Up to CHAIN_DEPTH keys: one chain, as before.
+        let few = DatabaseLocks::new(&keys[..CHAIN_DEPTH], SECOND);
+        assert!(!few.mysql_get_locks().contains("COALESCE"));
+        assert!(!few.postgres_try_in_transaction().contains("COALESCE"));
     }
 
     #[test]
