@@ -31,13 +31,32 @@ pub struct ConfigError {
 /// line, which can be megabytes long.
 const MAX_MESSAGE: usize = 500;
 
+/// The longest field path kept, in characters: a tool's name is a map key, as long as the
+/// file makes it.
+const MAX_FIELD: usize = 200;
+
+/// `text` cut to its first `max` characters, then `…`.
+fn bounded(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
 impl ConfigError {
     pub(super) fn new(kind: ConfigErrorKind, field: String, message: String) -> Self {
-        let message = without_path(&field, &message);
-        let message = match message.char_indices().nth(MAX_MESSAGE) {
-            Some((cut, _)) => format!("{}…", &message[..cut]),
-            None => message.to_owned(),
+        // A syntax error has no field: the path stops at the value it was in
+        // (serde_path_to_error ends it with `?`, as in `agent.?`).
+        let field = match field
+            .find(".?")
+            .or_else(|| field.strip_prefix('?').map(|_| 0))
+        {
+            Some(end) => field[..end].to_owned(),
+            None => field,
         };
+        let message = without_path(&field, &message);
+        let message = bounded(message, MAX_MESSAGE);
+        let field = bounded(&field, MAX_FIELD);
         ConfigError {
             kind,
             field,

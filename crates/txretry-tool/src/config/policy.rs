@@ -156,6 +156,14 @@ impl PolicyConfig {
             builder = builder.max_delay(max);
         }
         if let Some(max) = self.max_elapsed {
+            // Zero would stop every retry: a typo, not a limit (`max_attempts: 1` says
+            // "no retry").
+            if max.is_zero() {
+                return Err(invalid(
+                    "max_elapsed",
+                    "must be longer than zero (for no retry, max_attempts = 1)".into(),
+                ));
+            }
             builder = builder.max_elapsed(max);
         }
         if let Some(jitter) = self.jitter {

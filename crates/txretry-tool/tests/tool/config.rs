@@ -234,6 +234,16 @@ fn p8_an_invalid_value_is_an_error_naming_the_field() {
             "longer than zero",
         ),
         (
+            "[agent]\nmax_elapsed = \"0s\"\n",
+            "agent.max_elapsed",
+            "longer than zero",
+        ),
+        (
+            "[agent]\nfailover = \"0s\"\n",
+            "agent.failover",
+            "longer than zero",
+        ),
+        (
             "[tools.t]\nidempotent = \"yes\"\n",
             "tools.t.idempotent",
             "invalid type",
@@ -348,4 +358,35 @@ fn p8_a_huge_value_is_not_echoed_whole() {
         err.message().len()
     );
     assert!(err.message().ends_with('…'));
+}
+
+#[test]
+fn p8_a_huge_tool_name_is_not_echoed_whole() {
+    let name = "t".repeat(100_000);
+    let err = ToolboxConfig::from_json(&format!(
+        r#"{{ "tools": {{ "{name}": {{ "max_attempts": 0 }} }} }}"#
+    ))
+    .unwrap_err();
+    assert!(err.field().starts_with("tools.ttt"), "{err}");
+    assert!(
+        err.field().chars().count() <= 201,
+        "{} chars",
+        err.field().len()
+    );
+    assert!(
+        err.to_string().len() < 1_000,
+        "{} bytes",
+        err.to_string().len()
+    );
+}
+
+/// A syntax error is about no field: the path stops at the section it was found in (it
+/// said `agent.?`).
+#[test]
+fn p8_a_syntax_error_names_the_section_it_is_in() {
+    let err = ToolboxConfig::from_json(r#"{ "agent": { "max_attempts": 3, } }"#).unwrap_err();
+    assert_eq!(err.field(), "agent", "{err}");
+    assert!(err.message().contains("trailing comma"), "{err}");
+    let err = ToolboxConfig::from_json(r#"{ "agent": "#).unwrap_err();
+    assert!(!err.field().contains('?'), "{err}");
 }
