@@ -59,5 +59,8 @@ async fn unique_violation_is_permanent() {
         .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
         .unwrap();
     assert_eq!(txretry::sqlx::extract(bare), Some(Code::MySql(1062)));
+    // As the lab and PrimaryPool print it: MySQL's own number, not the SQLSTATE (23000).
+    let described = txretry::sqlx::describe::describe(sqlx_err);
+    assert!(described.ends_with("(code 1062)"), "{described}");
     drop_table(&pool, &t).await;
 }

@@ -158,10 +158,36 @@ pub fn passwords_in(url: &str) -> Vec<String> {
 pub fn scrub(text: &str, secrets: &[String]) -> String {
     let mut out = redact_urls_in(text);
     for secret in secrets {
-        if !secret.is_empty() {
+        if secret.chars().count() >= WHOLE_WORD_BELOW {
             out = out.replace(secret.as_str(), MASK);
+        } else if !secret.is_empty() {
+            out = mask_whole_words(&out, secret);
         }
     }
+    out
+}
+
+/// Secrets shorter than this are masked only where they stand alone, not inside a word: a
+/// password `a` masked everywhere turned `database` into `d***t***b***se`.
+const WHOLE_WORD_BELOW: usize = 6;
+
+/// `text` with each occurrence of `secret` that no letter or digit touches masked.
+fn mask_whole_words(text: &str, secret: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut before: Option<char> = None;
+    while let Some(at) = rest.find(secret) {
+        let (head, tail) = rest.split_at(at);
+        let prev = head.chars().next_back().or(before);
+        let next = tail[secret.len()..].chars().next();
+        let alone =
+            !prev.is_some_and(char::is_alphanumeric) && !next.is_some_and(char::is_alphanumeric);
+        out.push_str(head);
+        out.push_str(if alone { MASK } else { secret });
+        before = secret.chars().next_back();
+        rest = &tail[secret.len()..];
+    }
+    out.push_str(rest);
     out
 }
 
@@ -178,6 +204,12 @@ pub fn redact_urls_in(text: &str) -> String {
         let end = rest[pos..]
             .find(is_delimiter)
             .map_or(rest.len(), |i| pos + i);
+        // Punctuation that ends a sentence or a clause is not the URL's: `… at URL: error`.
+        let end = start
+            + rest[start..end]
+                .trim_end_matches([':', ';', '.', ','])
+                .len()
+                .max(pos + 3 - start);
         out.push_str(&rest[..start]);
         out.push_str(&redact_url(&rest[start..end]));
         rest = &rest[end..];
@@ -304,6 +336,31 @@ mod tests {
             !clean.contains("p@ss/word") && !clean.contains("p%40ss"),
             "{clean}"
         );
+    }
+
+    #[test]
+    fn a_short_secret_is_masked_only_where_it_stands_alone() {
+        let secrets = passwords_in("postgres://postgres:a@127.0.0.1:5432/audit_lab");
+        assert_eq!(
+            scrub(
+                r#"database "audit_lab" does not exist (password a)"#,
+                &secrets
+            ),
+            r#"database "audit_lab" does not exist (password ***)"#
+        );
+        assert_eq!(scrub("a,a a", &secrets), "***,*** ***");
+        // A longer one is masked wherever it appears, inside a word too.
+        let secrets = passwords_in("postgres://u:hunter2@h/db");
+        assert_eq!(scrub("xhunter2y", &secrets), "x***y");
+    }
+
+    #[test]
+    fn punctuation_after_a_url_is_not_part_of_it() {
+        assert_eq!(
+            redact_urls_in("no route to postgres://u@h/db?password=S3cretPw: error occurred."),
+            "no route to postgres://u@h/db?password=***: error occurred."
+        );
+        assert_eq!(redact_urls_in("see https://x.io."), "see https://x.io.");
     }
 
     #[test]
