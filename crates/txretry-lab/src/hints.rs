@@ -46,6 +46,18 @@ pub fn hints(setup: &Setup, reports: &[RunReport], facts: &Facts) -> Vec<String>
             ACQUIRE_TIMEOUT.as_secs()
         ));
     }
+    let locked = TransientKind::Locked.as_str();
+    if reports
+        .iter()
+        .any(|r| r.failed_by_kind.contains_key(locked))
+    {
+        hints.push(
+            "hint: SQLITE_LOCKED (code 6) is a table lock of SQLite's shared cache, which sqlite::memory: uses to share one \
+             database between connections;\n      no preset retries it (a policy opts in with retry_on); a database file \
+             (the lab's default) has writers collide with SQLITE_BUSY instead"
+                .to_owned(),
+        );
+    }
     hints.extend(
         reports
             .iter()
@@ -266,5 +278,20 @@ mod tests {
         let runs = [report(&sqlite, Preset::Default, 0, 0, 500)];
         let text = hints(&sqlite, &runs, &Facts::default()).join("\n");
         assert!(text.contains("BEGIN IMMEDIATE"), "{text}");
+    }
+
+    /// `sqlite::memory:`: every preset loses the same transactions to SQLITE_LOCKED, which
+    /// no preset retries; the hint says why.
+    #[test]
+    fn shared_cache_locks_are_explained() {
+        let sqlite = setup("sqlite", None);
+        let mut run = report(&sqlite, Preset::ExpJitter, 0, 0, 500);
+        let text = hints(&sqlite, std::slice::from_ref(&run), &Facts::default()).join("\n");
+        assert!(!text.contains("SQLITE_LOCKED"), "{text}");
+        run.failed_by_kind.insert("locked".into(), 3);
+        run.failed = 3;
+        let text = hints(&sqlite, &[run], &Facts::default()).join("\n");
+        assert!(text.contains("SQLITE_LOCKED (code 6)"), "{text}");
+        assert!(text.contains("retry_on"), "{text}");
     }
 }
