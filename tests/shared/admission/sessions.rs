@@ -65,6 +65,36 @@ impl Two {
         assert_eq!(Db::key_holders(url, key).await, 1, "{what}: one session");
     }
 
+    /// A holds the key while B's `worker` runs a transaction on `options` (the key among
+    /// others): it fails with a lock timeout naming the key (on MySQL, where the keys are
+    /// asked for in one statement), its body never ran, and it let go of every key in
+    /// `others`; then A lets go.
+    async fn b_refused_while_a_holds(
+        &self,
+        url: &str,
+        worker: &mut <Db as Driver>::Worker,
+        policy: &RetryPolicy,
+        options: &TxOptions,
+        others: &[&(String, i64)],
+    ) {
+        let release = Arc::new(Notify::new());
+        let (holder, holder_id) = self.a_holds(url, &release).await;
+        let (ran_on, failed) = fails(worker, policy, options, Then::Commit).await;
+        assert_eq!(
+            failed.outcome.verdict(),
+            Verdict::Transient(TransientKind::LockTimeout),
+            "{failed:?}"
+        );
+        SERVER.lock_timeout(&self.key).assert(&failed);
+        assert!(ran_on.is_empty(), "the body never ran");
+        self.assert_held_by(url, holder_id, "only A's").await;
+        for key in others {
+            assert_eq!(Db::key_holders(url, key).await, 0, "{key:?} let go");
+        }
+        release.notify_one();
+        within(holder).await.unwrap().unwrap();
+    }
+
     async fn close(self) {
         Db::close(self.a).await;
         Db::close(self.b).await;
@@ -356,24 +386,10 @@ async fn a_session_goes_back_holding_no_lock_after_every_ending() {
     assert_eq!(ran_on, [session]);
     no_lock_held("a database error").await;
 
-    // A lock not granted in time: process A holds the first key. The refusal names it
-    // (on MySQL, where the keys are asked for in one statement).
-    let release = Arc::new(Notify::new());
-    let (holder, holder_id) = two.a_holds(url, &release).await;
-    let (ran_on, failed) = fails(&mut worker, &policy, &all, Then::Commit).await;
-    assert_eq!(
-        failed.outcome.verdict(),
-        Verdict::Transient(TransientKind::LockTimeout),
-        "{failed:?}"
-    );
-    SERVER.lock_timeout(&two.key).assert(&failed);
-    assert!(ran_on.is_empty(), "the body never ran");
-    two.assert_held_by(url, holder_id, "only A's").await;
-    for key in &keys[1..] {
-        assert_eq!(Db::key_holders(url, key).await, 0, "{key:?} let go");
-    }
-    release.notify_one();
-    within(holder).await.unwrap().unwrap();
+    // A lock not granted in time: process A holds the first key.
+    let others: Vec<&(String, i64)> = keys[1..].iter().collect();
+    two.b_refused_while_a_holds(url, &mut worker, &policy, &all, &others)
+        .await;
     no_lock_held("a lock not granted").await;
 
     let (again, _) = select(&mut worker, &policy, &all, SERVER.session_id()).await;
@@ -464,21 +480,11 @@ async fn thousands_of_keys_in_one_transaction() {
         );
     }
 
-    let release = Arc::new(Notify::new());
-    let (holder, holder_id) = two.a_holds(url, &release).await;
-    let (ran_on, failed) = fails(&mut worker, &policy, &all, Then::Commit).await;
-    assert_eq!(
-        failed.outcome.verdict(),
-        Verdict::Transient(TransientKind::LockTimeout),
-        "{failed:?}"
-    );
-    SERVER.lock_timeout(&two.key).assert(&failed);
-    assert!(ran_on.is_empty(), "the body never ran");
-    two.assert_held_by(url, holder_id, "only A's").await;
-    for key in some_keys.into_iter().filter(|key| **key != two.key) {
-        assert_eq!(Db::key_holders(url, key).await, 0, "{key:?} let go");
-    }
-    release.notify_one();
-    within(holder).await.unwrap().unwrap();
+    let others: Vec<&(String, i64)> = some_keys
+        .into_iter()
+        .filter(|key| **key != two.key)
+        .collect();
+    two.b_refused_while_a_holds(url, &mut worker, &policy, &all, &others)
+        .await;
     two.close().await;
 }

@@ -69,6 +69,27 @@ fn finish(mut child: Child) -> (ExitStatus, String, String) {
     (status, stdout, stderr)
 }
 
+/// Waits until the embedded SQLite lab with its temp files under `tmp` has writers at
+/// work: its WAL file holds something (the tables are created after the lab listens for
+/// Ctrl-C).
+fn wait_for_writers(tmp: &Path) {
+    wait_until("the lab's WAL file fills", Duration::from_secs(60), || {
+        entries(tmp)
+            .iter()
+            .any(|d| std::fs::metadata(tmp.join(d).join("lab.db-wal")).is_ok_and(|m| m.len() > 0))
+    });
+}
+
+/// What a test of a lab on Postgres at `url` needs beside it: a runtime, a pool of its own
+/// and a temp dir for the lab's files.
+fn postgres_side(url: &str) -> (tokio::runtime::Runtime, sqlx::PgPool, tempfile::TempDir) {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let pool = runtime
+        .block_on(sqlx::PgPool::connect(url))
+        .expect("the test connects");
+    (runtime, pool, tempfile::tempdir().expect("a temp dir"))
+}
+
 /// The entries of `dir`.
 fn entries(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
@@ -89,13 +110,7 @@ fn a_burst_of_two_sigints_reports_and_removes_the_temp_dir() {
         &["--duration", "10m", "--json", "--policy", "exp-jitter"],
         tmp.path(),
     );
-    // Writers are at work once the WAL file holds something (the tables are created after
-    // the lab listens for Ctrl-C).
-    wait_until("the lab's WAL file fills", Duration::from_secs(60), || {
-        entries(tmp.path()).iter().any(|d| {
-            std::fs::metadata(tmp.path().join(d).join("lab.db-wal")).is_ok_and(|m| m.len() > 0)
-        })
-    });
+    wait_for_writers(tmp.path());
     sigint(&child);
     std::thread::sleep(Duration::from_millis(5));
     sigint(&child);
@@ -127,11 +142,7 @@ fn a_second_separate_sigint_quits_without_a_report_and_drops_the_tables() {
     let Some(url) = txretry_testkit::postgres_url("lab_interrupt_quit") else {
         return;
     };
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    let pool = runtime
-        .block_on(sqlx::PgPool::connect(&url))
-        .expect("the test connects");
-    let tmp = tempfile::tempdir().expect("a temp dir");
+    let (runtime, pool, tmp) = postgres_side(&url);
     let child = start(
         &[
             "--db",
@@ -210,11 +221,7 @@ fn ctrl_c_lets_no_transaction_begin_another_retry() {
     let Some(url) = txretry_testkit::postgres_url("lab_interrupt_retries") else {
         return;
     };
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    let pool = runtime
-        .block_on(sqlx::PgPool::connect(&url))
-        .expect("the test connects");
-    let tmp = tempfile::tempdir().expect("a temp dir");
+    let (runtime, pool, tmp) = postgres_side(&url);
     let separator = if url.contains('?') { '&' } else { '?' };
     let lab_url = format!("{url}{separator}options=-c%20lock_timeout%3D100ms");
     let child = start(
@@ -285,11 +292,7 @@ fn sigterm_reports_and_removes_the_temp_dir() {
         &["--duration", "10m", "--json", "--policy", "exp-jitter"],
         tmp.path(),
     );
-    wait_until("the lab's WAL file fills", Duration::from_secs(60), || {
-        entries(tmp.path()).iter().any(|d| {
-            std::fs::metadata(tmp.path().join(d).join("lab.db-wal")).is_ok_and(|m| m.len() > 0)
-        })
-    });
+    wait_for_writers(tmp.path());
     let sent = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
