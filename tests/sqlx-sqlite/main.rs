@@ -11,6 +11,7 @@ mod common;
 mod contention;
 mod dialect;
 mod options;
+mod rolled_back_by_sqlite;
 mod spawn;
 mod unique;
 

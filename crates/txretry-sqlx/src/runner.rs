@@ -323,7 +323,7 @@ where
         // Everything that borrows the connection ends inside this block; then the lease
         // restores the session or marks the connection for closing.
         let begin = DB::begin_statement(&options, locks_in_begin.as_ref());
-        let (result, mut discard, begin_failed) = {
+        let (result, mut discard, begin_failed, commit_failed) = {
             let first = lease.conn.begin_with(begin).await;
             let wait = match (&first, locks_in_begin) {
                 (Err(error), Some(locks)) => DB::begin_after_busy(&options, &locks, error),
@@ -344,7 +344,7 @@ where
                     let failure = body(E::from(error));
                     let discard =
                         failure.discards_connection() || cleanup == Cleanup::DiscardIfBeginFailed;
-                    (Err(failure), discard, true)
+                    (Err(failure), discard, true, false)
                 }
                 Ok(mut tx) => {
                     // The transaction is known to sqlx now (a dropped attempt rolls it
@@ -370,14 +370,12 @@ where
                     };
                     match value {
                         Ok(value) => match tx.commit().await {
-                            Ok(()) => (Ok(value), false, false),
+                            Ok(()) => (Ok(value), false, false, false),
                             Err(error) => {
-                                // The failed Transaction queued a ROLLBACK on drop; the pool
-                                // flushes it when the connection comes back.
                                 let failure =
                                     TxFailure::at_commit(&policy, extract, E::from(error));
                                 let discard = failure.discards_connection();
-                                (Err(failure), discard, false)
+                                (Err(failure), discard, false, true)
                             }
                         },
                         Err(error) => {
@@ -387,12 +385,20 @@ where
                             // timeout applied.
                             let rolled_back = tx.rollback().await.is_ok();
                             let discard = !rolled_back || failure.discards_connection();
-                            (Err(failure), discard, false)
+                            (Err(failure), discard, false, false)
                         }
                     }
                 }
             }
         };
+        if commit_failed && !discard {
+            // The failed Transaction queued a ROLLBACK, sent before the connection's next
+            // command. When SQLite had ended the transaction itself (a full disk,
+            // `RAISE(ROLLBACK)`, `INSERT OR ROLLBACK`) that ROLLBACK fails too, and sqlx
+            // still counts the transaction open: every later BEGIN on the connection would
+            // fail. Send it now, and close a connection still in a transaction.
+            discard = lease.conn.ping().await.is_err() || lease.conn.is_in_transaction();
+        }
         if begin_failed && locks_in_begin.is_some() && !discard {
             // The failed message may have left a failed transaction and session-level
             // locks behind (Postgres: a lock not granted in time).
