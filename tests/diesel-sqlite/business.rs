@@ -98,3 +98,36 @@ fn a_unique_violation_is_returned_once() {
         "row 2 rolled back"
     );
 }
+
+/// SQLite ended the transaction itself (`INSERT OR ROLLBACK` on a conflict the closure took
+/// as an answer): its COMMIT fails with "cannot commit - no transaction is active". That is
+/// SQLite saying nothing was written, not a COMMIT whose outcome is unknown: permanent,
+/// run once, even for an idempotent call (it was judged ambiguous and run again).
+#[test]
+fn a_commit_sqlite_refused_is_permanent_not_ambiguous() {
+    let db = Db::wal();
+    let mut conn = db.open();
+    conn.batch_execute("CREATE TABLE item (id INTEGER PRIMARY KEY); INSERT INTO item VALUES (1);")
+        .unwrap();
+
+    let mut calls = 0;
+    let idempotent = txretry::TxOptions::new().idempotent(true);
+    let result = txretry::diesel::transaction_with(&mut conn, &retrying(), &idempotent, |conn| {
+        calls += 1;
+        let inserted = diesel::sql_query("INSERT OR ROLLBACK INTO item VALUES (1)").execute(conn);
+        Ok::<_, diesel::result::Error>(inserted.is_ok())
+    });
+
+    let err = result.expect_err("SQLite rolled the transaction back");
+    assert_eq!(calls, 1, "not run again");
+    let outcome = err.outcome();
+    assert_eq!(outcome.verdict(), Verdict::Permanent, "{outcome:?}");
+    assert_eq!(outcome.phase(), Phase::Commit);
+    assert_eq!(outcome.code(), Some(Code::Sqlite(1)));
+    assert!(!outcome.may_have_committed());
+    // The connection is usable.
+    txretry::diesel::transaction(&mut conn, &retrying(), |conn| {
+        diesel::sql_query("INSERT INTO item VALUES (2)").execute(conn)
+    })
+    .unwrap();
+}

@@ -62,6 +62,8 @@ impl Backends {
 /// | SQLite, message `database is locked` (what SQLite prints for `SQLITE_BUSY` and its extended codes) | `Code::Sqlite(5)` |
 /// | SQLite, `database table is locked…` / `database schema is locked…` (`SQLITE_LOCKED`) | `Code::Sqlite(6)` |
 /// | SQLite, a unique, foreign-key, not-null or check violation | `Code::Sqlite(19)` (`SQLITE_CONSTRAINT`) |
+/// | SQLite, `database or disk is full` / `attempt to write a readonly database` | `Code::Sqlite(13)` / `Code::Sqlite(8)` |
+/// | SQLite, `cannot commit - no transaction is active` (SQLite ended the transaction itself: `RAISE(ROLLBACK)`, `INSERT OR ROLLBACK`) | `Code::Sqlite(1)` |
 /// | `DatabaseError(ClosedConnection, _)` without a SQLSTATE | `Code::Driver("connection closed")` |
 /// | diesel-async Postgres (feature `async-postgres`), `UnableToSendCommand` with tokio-postgres' text `connection closed`, or diesel-async's `channel closed` (the connection's task ended) | `Code::Driver("connection closed")` |
 /// | diesel-async Postgres, `UnableToSendCommand`, `error communicating with the server` (tokio-postgres' I/O failure) | `Code::Driver("io")` |
@@ -210,8 +212,11 @@ fn async_driver_code(kind: DatabaseErrorKind, message: &str, backends: Backends)
 /// The SQLite primary result code behind a Diesel SQLite error: recovered from the text
 /// `sqlite3_errmsg` gives for it, or from the constraint kind Diesel mapped it to.
 fn sqlite_code(kind: DatabaseErrorKind, message: &str) -> Option<Code> {
+    const SQLITE_ERROR: i32 = 1;
     const SQLITE_BUSY: i32 = 5;
     const SQLITE_LOCKED: i32 = 6;
+    const SQLITE_READONLY: i32 = 8;
+    const SQLITE_FULL: i32 = 13;
     const SQLITE_CONSTRAINT: i32 = 19;
     match kind {
         DatabaseErrorKind::UniqueViolation
@@ -227,7 +232,14 @@ fn sqlite_code(kind: DatabaseErrorKind, message: &str) -> Option<Code> {
     {
         Some(Code::Sqlite(SQLITE_LOCKED))
     } else {
-        None
+        // SQLite's answers that nothing was written: without a code a failed COMMIT would
+        // be judged as one whose outcome is unknown, and run again when idempotent.
+        match message {
+            "database or disk is full" => Some(Code::Sqlite(SQLITE_FULL)),
+            "attempt to write a readonly database" => Some(Code::Sqlite(SQLITE_READONLY)),
+            "cannot commit - no transaction is active" => Some(Code::Sqlite(SQLITE_ERROR)),
+            _ => None,
+        }
     }
 }
 
@@ -427,7 +439,13 @@ mod tests {
         let locked = db(Unknown, "database table is locked: item", None);
         let unique = db(UniqueViolation, "UNIQUE constraint failed: item.id", None);
         let quoted = db(Unknown, "refund refused: database is locked", None);
+        let full = db(Unknown, "database or disk is full", None);
+        let read_only = db(Unknown, "attempt to write a readonly database", None);
+        let ended = db(Unknown, "cannot commit - no transaction is active", None);
         for backends in [SQLITE, ALL] {
+            assert_eq!(diesel_code(&full, backends), Some(Code::Sqlite(13)));
+            assert_eq!(diesel_code(&read_only, backends), Some(Code::Sqlite(8)));
+            assert_eq!(diesel_code(&ended, backends), Some(Code::Sqlite(1)));
             assert_eq!(diesel_code(&busy, backends), Some(Code::Sqlite(5)));
             assert_eq!(diesel_code(&locked, backends), Some(Code::Sqlite(6)));
             assert_eq!(diesel_code(&unique, backends), Some(Code::Sqlite(19)));
