@@ -205,13 +205,15 @@ pub async fn main<P: Place>(
             run_presets(&pool, place, run(url.clone(), Facts::default())).await
         }
         Target::Postgres(url) => {
-            let url = first_server.unwrap_or(url);
-            let pool = backend::postgres_acquiring(url, pool_size, place.acquire_timeout())
+            let first = first_server.unwrap_or(url);
+            let pool = backend::postgres_acquiring(first, pool_size, place.acquire_timeout())
                 .await
                 .map_err(connect_error)?;
             let facts = server::postgres(&pool).await;
             enough_connections(&facts, place.connections(args.workers))?;
-            run_presets(&pool, place, run(url.to_owned(), facts)).await
+            // Every server, as for MySQL: the children of `txretry-bench run --processes`
+            // take server `i` mod their number from it.
+            run_presets(&pool, place, run(url.clone(), facts)).await
         }
         Target::MySql(url) => {
             let pool = backend::mysql(first_server.unwrap_or(url), pool_size)

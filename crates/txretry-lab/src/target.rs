@@ -29,6 +29,18 @@ pub enum TargetError {
     /// A scheme the lab does not know, or one written without its `//`.
     #[error("{}", with_hint(.0))]
     Scheme(#[from] SchemeError),
+    /// Several servers (`--processes`, one per process) of different engines.
+    #[error("the servers in --db are of different databases ({0} and {1}): list servers of one")]
+    MixedEngines(&'static str, &'static str),
+}
+
+/// An engine's short name, as [`Target::engine`] gives it.
+fn engine_name(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Sqlite => "sqlite",
+        Engine::Postgres => "postgres",
+        Engine::MySql => "mysql",
+    }
 }
 
 /// `error`, and where it lists what the lab takes, the lab's own default too.
@@ -48,6 +60,16 @@ impl Target {
             return Ok(Target::EmbeddedSqlite);
         }
         let url = trimmed.to_owned();
+        let engines = servers(trimmed)
+            .into_iter()
+            .map(database_url::engine)
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(other) = engines.iter().find(|&&e| e != engines[0]) {
+            return Err(TargetError::MixedEngines(
+                engine_name(engines[0]),
+                engine_name(*other),
+            ));
+        }
         Ok(match database_url::engine(trimmed)? {
             Engine::Sqlite => {
                 let lower = trimmed.to_ascii_lowercase();
@@ -164,6 +186,12 @@ mod tests {
             Target::parse("mariadb://root@h/test").map(|t| t.engine()),
             Ok("mysql")
         );
+        // Servers of one engine only.
+        assert_eq!(
+            Target::parse("postgres://u:pw@a/db,mysql://u:pw@b/db"),
+            Err(TargetError::MixedEngines("postgres", "mysql"))
+        );
+        assert!(Target::parse("mysql://a/test,mysql://b/test").is_ok());
         // sqlx reads a SQLite scheme in another case as a file name.
         assert_eq!(
             Target::parse("SQLITE:///tmp/lab.db"),

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use txretry_tool::mcp::RetryRelay;
 use txretry_tool::{BuildError, Once, Tool, ToolContext, Toolbox};
 
-use crate::config::{Config, ReturnsPlan, SqlValue, ToolPlan};
+use crate::config::{Config, ParamDecl, ReturnsPlan, SqlValue, ToolPlan};
 use crate::engine::{self, Args};
 use crate::source::Pool;
 
@@ -152,29 +152,66 @@ pub fn parse_args(plan: &ToolPlan, args: &Value) -> Result<Args, String> {
     }
     let mut parsed = Args::with_capacity(plan.params.len());
     for (name, decl) in &plan.params {
-        let value = match (given.get(name), &decl.default) {
-            (Some(Value::Null), _) | (None, None) if !decl.is_required() => {
-                SqlValue::Null(Some(decl.kind))
-            }
-            (None, None) => return Err(format!("{name}: required")),
-            (Some(Value::Null), _) => {
-                return Err(format!(
-                    "{name}: null is not allowed (expected {})",
-                    decl.kind.as_str()
-                ));
-            }
-            (Some(value), _) | (None, Some(value)) => {
-                decl.parse(value).map_err(|why| format!("{name}: {why}"))?
-            }
-        };
+        let value = parse_arg(decl, given.get(name)).map_err(|why| format!("{name}: {why}"))?;
         parsed.insert(name.clone(), value);
     }
     Ok(parsed)
 }
 
+/// One argument: `given`, or its default, or NULL. An explicit `null` is an argument left
+/// out (clients send it for one they do not give): it takes the default, as the `once` key
+/// does ([`once_key`]); it was bound as NULL while the key took the default, so a call
+/// with `null` and one leaving the argument out shared a key and only the first ran.
+fn parse_arg(decl: &ParamDecl, given: Option<&Value>) -> Result<SqlValue, String> {
+    match (given.filter(|value| !value.is_null()), &decl.default) {
+        (Some(value), _) | (None, Some(value)) => decl.parse(value),
+        (None, None) if !decl.is_required() => Ok(SqlValue::Null(Some(decl.kind))),
+        (None, None) if given.is_some() => Err(format!(
+            "null is not allowed (expected {})",
+            decl.kind.as_str()
+        )),
+        (None, None) => Err("required".to_owned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
+
+    use crate::config::{ParamDecl, SqlValue};
+
+    fn decl(json: Value) -> ParamDecl {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn a_null_argument_is_one_left_out_in_the_sql_and_the_key_alike() {
+        let with_default = decl(json!({"type": "string", "default": "d"}));
+        let null = super::parse_arg(&with_default, Some(&Value::Null)).unwrap();
+        let left_out = super::parse_arg(&with_default, None).unwrap();
+        assert_eq!(null, left_out);
+        assert_eq!(left_out, SqlValue::Text("d".into()));
+        let key = [("k".to_owned(), json!("d"))];
+        assert_eq!(
+            super::once_key(&key, &json!({"k": null})),
+            super::once_key(&key, &json!({}))
+        );
+        // Optional without a default: NULL either way; required: refused either way.
+        let optional = decl(json!({"type": "integer", "required": false}));
+        assert!(matches!(
+            super::parse_arg(&optional, Some(&Value::Null)),
+            Ok(SqlValue::Null(_))
+        ));
+        let required = decl(json!({"type": "integer"}));
+        assert_eq!(
+            super::parse_arg(&required, Some(&Value::Null)),
+            Err("null is not allowed (expected integer)".to_owned())
+        );
+        assert_eq!(
+            super::parse_arg(&required, None),
+            Err("required".to_owned())
+        );
+    }
 
     #[test]
     fn a_key_parameter_left_out_is_its_default() {

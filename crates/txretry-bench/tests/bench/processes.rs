@@ -73,6 +73,41 @@ fn two_processes_share_one_postgres_bank() {
     assert_eq!(run["retries"], 0, "{run}");
 }
 
+/// `--db` listing several Postgres servers: process `i` connects to server `i` mod their
+/// number, as on MySQL (the Postgres children were all handed the first). The second
+/// server here names a database that does not exist, so only its child can fail.
+#[test]
+fn each_process_connects_to_its_own_postgres_server() {
+    let Some(url) = txretry_testkit::postgres_url("lab_postgres_servers_per_process") else {
+        return;
+    };
+    let (base, _) = url.rsplit_once('/').expect("a URL with a database");
+    let missing = format!("{base}/txretry_bench_no_such_database");
+    let output = run(&[
+        "--db",
+        &format!("{url},{missing}"),
+        "--processes",
+        "2",
+        "--workers",
+        "1",
+        "--duration",
+        "1s",
+        "--json",
+    ]);
+    let (_, stderr) = texts(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "stderr:
+{stderr}"
+    );
+    assert!(stderr.contains("child process 2 of 2"), "{stderr}");
+    assert!(
+        stderr.contains("txretry_bench_no_such_database"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn two_processes_share_one_sqlite_file() {
     let output = run(&[
