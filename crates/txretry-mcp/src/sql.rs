@@ -33,6 +33,18 @@ pub enum Style {
     Question,
 }
 
+/// Whose rules the SQL is read by: where its quotes, escapes and comments end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// Block comments nest; a backslash escapes only in an `E'…'` string.
+    Postgres,
+    /// A backslash escapes in `'…'` and `"…"` strings; `#` starts a comment to the end of
+    /// the line (MySQL and MariaDB by default).
+    MySql,
+    /// The standard's rules.
+    Sqlite,
+}
+
 /// A statement ready for one database: its SQL and what to bind, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prepared {
@@ -72,14 +84,21 @@ pub enum SqlError {
     /// Nothing but white space.
     #[error("the statement is empty")]
     Empty,
+    /// More than one statement: the index of the `;` that ends the first (shown counting
+    /// from 1). SQLite would run them all as one; the other databases refuse them.
+    #[error(
+        "a `;` at character {} (counting from 1) ends the statement and another follows: \
+         write each statement as an entry of its own (they run in one transaction)",
+        .0 + 1
+    )]
+    Several(usize),
 }
 
 impl Statement {
     /// Splits `sql` at its placeholders, skipping quoted strings, quoted identifiers,
-    /// comments, Postgres dollar-quoted strings and `::` casts. `backslash_escapes`: a `\'`
-    /// in a string is an escaped quote (MySQL and MariaDB by default); elsewhere a backslash
-    /// is a plain character, except in a Postgres `E'…'` string.
-    pub fn parse(sql: &str, backslash_escapes: bool) -> Result<Statement, SqlError> {
+    /// comments, Postgres dollar-quoted strings and `::` casts, read by `dialect`'s rules.
+    /// One statement only: a `;` may end it, followed by nothing but space and comments.
+    pub fn parse(sql: &str, dialect: Dialect) -> Result<Statement, SqlError> {
         if sql.trim().is_empty() {
             return Err(SqlError::Empty);
         }
@@ -87,12 +106,23 @@ impl Statement {
         let mut parts = Vec::new();
         let mut text = String::new();
         let mut i = 0;
+        // Where a `;` ended the statement, if one did.
+        let mut ended: Option<usize> = None;
+        let mysql = dialect == Dialect::MySql;
         while i < chars.len() {
             let c = chars[i];
             let next = chars.get(i + 1).copied();
+            let line_comment = (c == '-' && next == Some('-')) || (c == '#' && mysql);
+            let comment = line_comment || (c == '/' && next == Some('*'));
+            if let Some(at) = ended
+                && !(c.is_whitespace() || c == ';' || comment)
+            {
+                return Err(SqlError::Several(at));
+            }
             match c {
                 '\'' | '"' | '`' => {
-                    let escapes = c == '\'' && (backslash_escapes || e_string(&chars, i));
+                    let escapes =
+                        (c == '\'' && (mysql || e_string(&chars, i))) || (c == '"' && mysql);
                     let end = closing(&chars, i + 1, c, escapes).ok_or(SqlError::Unclosed(
                         match c {
                             '\'' => "a string",
@@ -103,7 +133,7 @@ impl Statement {
                     text.extend(&chars[i..=end]);
                     i = end + 1;
                 }
-                '-' if next == Some('-') => {
+                _ if line_comment => {
                     let end = chars[i..]
                         .iter()
                         .position(|&c| c == '\n')
@@ -112,11 +142,10 @@ impl Statement {
                     i = end;
                 }
                 '/' if next == Some('*') => {
-                    let end = (i + 2..chars.len().saturating_sub(1))
-                        .find(|&j| chars[j] == '*' && chars[j + 1] == '/')
+                    let end = comment_end(&chars, i, dialect == Dialect::Postgres)
                         .ok_or(SqlError::Unclosed("a comment", i))?;
-                    text.extend(&chars[i..end + 2]);
-                    i = end + 2;
+                    text.extend(&chars[i..end]);
+                    i = end;
                 }
                 '$' if next.is_some_and(|n| n.is_ascii_digit()) => {
                     let end = (i + 1..chars.len())
@@ -161,6 +190,9 @@ impl Statement {
                     i = end;
                 }
                 _ => {
+                    if c == ';' {
+                        ended.get_or_insert(i);
+                    }
                     text.push(c);
                     i += 1;
                 }
@@ -233,6 +265,30 @@ fn closing(chars: &[char], from: usize, quote: char, escapes: bool) -> Option<us
     None
 }
 
+/// Where the block comment opened at `i` ends (the index after its `*/`), if it does;
+/// `nested`: a `/*` inside opens another, which its own `*/` closes (Postgres).
+fn comment_end(chars: &[char], i: usize, nested: bool) -> Option<usize> {
+    let mut depth = 0_usize;
+    let mut j = i;
+    while j + 1 < chars.len() {
+        match (chars[j], chars[j + 1]) {
+            ('/', '*') if depth == 0 || nested => {
+                depth += 1;
+                j += 2;
+            }
+            ('*', '/') => {
+                depth -= 1;
+                j += 2;
+                if depth == 0 {
+                    return Some(j);
+                }
+            }
+            _ => j += 1,
+        }
+    }
+    None
+}
+
 /// Whether the quote at `i` opens a Postgres escape string (`E'…'`).
 fn e_string(chars: &[char], i: usize) -> bool {
     i >= 1
@@ -269,8 +325,55 @@ mod tests {
     }
 
     #[test]
+    fn one_statement_only() {
+        for dialect in [Dialect::Postgres, Dialect::MySql, Dialect::Sqlite] {
+            for sql in [
+                "UPDATE t SET a = :a; UPDATE t SET b = :a",
+                "UPDATE t SET a = :a;DELETE FROM ledger",
+                "SELECT :a; ; SELECT 1",
+            ] {
+                assert!(
+                    matches!(Statement::parse(sql, dialect), Err(SqlError::Several(_))),
+                    "{dialect:?}: {sql}"
+                );
+            }
+            for sql in [
+                "UPDATE t SET a = :a;",
+                "UPDATE t SET a = :a ; -- done\n",
+                "UPDATE t SET a = :a; /* done */ ",
+                "SELECT ';', :a",
+            ] {
+                assert!(Statement::parse(sql, dialect).is_ok(), "{dialect:?}: {sql}");
+            }
+        }
+        let err = Statement::parse("SELECT :a; SELECT :a", Dialect::Sqlite).unwrap_err();
+        assert!(err.to_string().contains("character 10"), "{err}");
+    }
+
+    #[test]
+    fn each_dialect_ends_quotes_and_comments_its_own_way() {
+        // MySQL: `#` comments, and a backslash escapes in "…" strings too.
+        let s = Statement::parse("SELECT :a # it's :no\nFROM t", Dialect::MySql).unwrap();
+        assert_eq!(s.refs().collect::<Vec<_>>(), [&param("a")]);
+        let s = Statement::parse("SELECT \"\\\" :no\", :a", Dialect::MySql).unwrap();
+        assert_eq!(s.refs().collect::<Vec<_>>(), [&param("a")]);
+        // Postgres: `#` is an operator, and block comments nest.
+        let s = Statement::parse("SELECT :a # :b", Dialect::Postgres).unwrap();
+        assert_eq!(s.refs().collect::<Vec<_>>(), [&param("a"), &param("b")]);
+        let s = Statement::parse("SELECT /* /* */ :no */ :a", Dialect::Postgres).unwrap();
+        assert_eq!(s.refs().collect::<Vec<_>>(), [&param("a")]);
+        // SQLite and MySQL: the first `*/` ends a comment.
+        let s = Statement::parse("SELECT /* /* */ :a", Dialect::Sqlite).unwrap();
+        assert_eq!(s.refs().collect::<Vec<_>>(), [&param("a")]);
+    }
+
+    #[test]
     fn names_become_positions_per_database() {
-        let s = Statement::parse("UPDATE t SET a = :a WHERE id = :id AND b = :a", false).unwrap();
+        let s = Statement::parse(
+            "UPDATE t SET a = :a WHERE id = :id AND b = :a",
+            Dialect::Postgres,
+        )
+        .unwrap();
         let pg = s.prepare(Style::Dollar);
         assert_eq!(&*pg.sql, "UPDATE t SET a = $1 WHERE id = $2 AND b = $1");
         assert_eq!(pg.binds, [param("a"), param("id")]);
@@ -281,7 +384,11 @@ mod tests {
 
     #[test]
     fn captures_are_a_name_and_a_column() {
-        let s = Statement::parse("INSERT INTO r (o, q) VALUES (:order.id, :qty)", false).unwrap();
+        let s = Statement::parse(
+            "INSERT INTO r (o, q) VALUES (:order.id, :qty)",
+            Dialect::Postgres,
+        )
+        .unwrap();
         assert_eq!(
             s.prepare(Style::Question).binds,
             [Ref::Column("order".into(), "id".into()), param("qty")]
@@ -291,39 +398,49 @@ mod tests {
     #[test]
     fn quotes_comments_and_casts_are_left_alone() {
         let sql = "SELECT ':no', \"a:b\", `c:d`, x::text, $$:no$$, $t$ :no $t$ -- :no\n/* :no */ FROM t WHERE y = :yes";
-        let s = Statement::parse(sql, false).unwrap();
+        let s = Statement::parse(sql, Dialect::Postgres).unwrap();
         assert_eq!(s.refs().collect::<Vec<_>>(), [&param("yes")]);
         // MySQL's backslash escapes; a Postgres string where a backslash is plain, and an
         // E'' string where it escapes.
-        let s = Statement::parse("SELECT 'it''s :no', 'a\\'b :no' WHERE z = :z", true).unwrap();
+        let s = Statement::parse(
+            "SELECT 'it''s :no', 'a\\'b :no' WHERE z = :z",
+            Dialect::MySql,
+        )
+        .unwrap();
         assert_eq!(s.refs().collect::<Vec<_>>(), [&param("z")]);
-        let s =
-            Statement::parse("SELECT 'C:\\' || :path, E'a\\'b :no' WHERE z = :z", false).unwrap();
+        let s = Statement::parse(
+            "SELECT 'C:\\' || :path, E'a\\'b :no' WHERE z = :z",
+            Dialect::Postgres,
+        )
+        .unwrap();
         assert_eq!(s.refs().collect::<Vec<_>>(), [&param("path"), &param("z")]);
     }
 
     #[test]
     fn positional_placeholders_and_unclosed_quotes_are_refused() {
         assert_eq!(
-            Statement::parse("SELECT * FROM t WHERE id = ?", false),
+            Statement::parse("SELECT * FROM t WHERE id = ?", Dialect::Postgres),
             Err(SqlError::Positional("?".into(), 27))
         );
         assert_eq!(
-            Statement::parse("SELECT $12", false),
+            Statement::parse("SELECT $12", Dialect::Postgres),
             Err(SqlError::Positional("$12".into(), 7))
         );
         assert!(matches!(
-            Statement::parse("SELECT 'open", false),
+            Statement::parse("SELECT 'open", Dialect::Postgres),
             Err(SqlError::Unclosed(..))
         ));
         assert!(matches!(
-            Statement::parse("SELECT 1 /* x", false),
+            Statement::parse("SELECT 1 /* x", Dialect::Postgres),
             Err(SqlError::Unclosed(..))
         ));
-        assert_eq!(Statement::parse("  ", false), Err(SqlError::Empty));
+        assert_eq!(
+            Statement::parse("  ", Dialect::Postgres),
+            Err(SqlError::Empty)
+        );
         // Characters, not bytes, counted from 1.
         assert_eq!(
-            Statement::parse("SELECT 'é', 'open", false)
+            Statement::parse("SELECT 'é', 'open", Dialect::Postgres)
                 .unwrap_err()
                 .to_string(),
             "a string opened at character 13 (counting from 1) is never closed"

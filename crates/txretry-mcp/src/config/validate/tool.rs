@@ -14,7 +14,7 @@ use crate::config::file::{IsolationDecl, Returns, SourceDecl, ToolDecl};
 use crate::config::{
     Engine, ExpectPlan, Located, OncePlan, ReturnsPlan, Source, StatementPlan, ToolPlan,
 };
-use crate::sql::{Ref, Statement, Style};
+use crate::sql::{Dialect, Ref, Statement, Style};
 use crate::template::Template;
 
 /// `declared`: the file's sources; `sources`: those among them that loaded (a tool on one
@@ -73,8 +73,12 @@ pub(super) fn check_tool(
         let sfield = format!("{field}.statements[{i}]");
         let sql_at = decl.value.sql.referenced;
         let engine = sources.get(&tool.source.value).map(|source| source.engine);
-        let backslash_escapes = engine == Some(Engine::MySql);
-        let statement = match Statement::parse(&decl.value.sql.value, backslash_escapes) {
+        let dialect = match engine {
+            Some(Engine::Postgres) => Dialect::Postgres,
+            Some(Engine::MySql) => Dialect::MySql,
+            Some(Engine::Sqlite) | None => Dialect::Sqlite,
+        };
+        let statement = match Statement::parse(&decl.value.sql.value, dialect) {
             Ok(statement) => statement,
             Err(why) => {
                 problems.at(format!("{sfield}.sql"), sql_at, why.to_string());
