@@ -24,9 +24,73 @@ pub struct ParamDecl {
     #[serde(rename = "enum")]
     pub allowed: Option<Vec<Value>>,
     /// The smallest value (numbers) or length (strings).
-    pub min: Option<f64>,
+    pub min: Option<Limit>,
     /// The largest value (numbers) or length (strings).
-    pub max: Option<f64>,
+    pub max: Option<Limit>,
+}
+
+/// A `min` or `max` as written: a whole number kept exact (an integer argument is compared
+/// with it exactly, past 2^53 too: read as a float, `9007199254740993` became
+/// `9007199254740992`), or a number with a fraction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Limit {
+    /// Written without a fraction or exponent.
+    Whole(i128),
+    /// Anything else YAML reads as a number (`1.5`, `1e30`, `.nan`).
+    Float(f64),
+}
+
+impl Limit {
+    /// As a float, for comparing with a number argument.
+    fn as_f64(self) -> f64 {
+        match self {
+            Limit::Whole(n) => n as f64,
+            Limit::Float(x) => x,
+        }
+    }
+
+    /// As a whole number within 64 bits, when it is one (a float with no fraction too).
+    fn as_i64(self) -> Option<i64> {
+        match self {
+            Limit::Whole(n) => i64::try_from(n).ok(),
+            Limit::Float(x) if is_i64(x) => Some(x as i64),
+            Limit::Float(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Limit::Whole(n) => write!(f, "{n}"),
+            Limit::Float(x) => write!(f, "{x}"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Limit {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Limit;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Limit, E> {
+                Ok(Limit::Whole(n.into()))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Limit, E> {
+                Ok(Limit::Whole(n.into()))
+            }
+            fn visit_i128<E>(self, n: i128) -> Result<Limit, E> {
+                Ok(Limit::Whole(n))
+            }
+            fn visit_f64<E>(self, x: f64) -> Result<Limit, E> {
+                Ok(Limit::Float(x))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// The types a parameter can have.
@@ -111,25 +175,29 @@ impl ParamDecl {
         }
         for (key, limit) in [("min", self.min), ("max", self.max)] {
             let Some(limit) = limit else { continue };
-            if !limit.is_finite() {
+            if !limit.as_f64().is_finite() {
                 return Err(format!("{key} must be a finite number"));
             }
             // An integer is compared with its limits exactly, as an i64 (`parse`).
-            if self.kind == ParamKind::Integer && !is_i64(limit) {
+            if self.kind == ParamKind::Integer && limit.as_i64().is_none() {
                 return Err(format!(
                     "{key} ({limit}) of an integer must be a whole number from {} to {}",
                     i64::MIN,
                     i64::MAX
                 ));
             }
-            if self.kind == ParamKind::String && !(is_i64(limit) && limit >= 0.0) {
+            if self.kind == ParamKind::String && limit.as_i64().is_none_or(|n| n < 0) {
                 return Err(format!(
                     "{key} ({limit}) of a string is a length: a whole number, 0 or more"
                 ));
             }
         }
+        let above = |min: Limit, max: Limit| match (min.as_i64(), max.as_i64()) {
+            (Some(min), Some(max)) => min > max,
+            _ => min.as_f64() > max.as_f64(),
+        };
         if let (Some(min), Some(max)) = (self.min, self.max)
-            && min > max
+            && above(min, max)
         {
             return Err(format!("min ({min}) is above max ({max})"));
         }
@@ -169,11 +237,10 @@ impl ParamDecl {
         };
         for (key, limit) in [(min_key, self.min), (max_key, self.max)] {
             if let Some(limit) = limit {
-                let limit = if self.kind == ParamKind::Number {
-                    json!(limit)
-                } else {
-                    // Integers' limits and lengths are whole numbers within i64 (`check`).
-                    json!(limit as i64)
+                // Integers' limits and lengths are whole numbers within i64 (`check`).
+                let limit = match (self.kind, limit.as_i64()) {
+                    (ParamKind::Number, _) | (_, None) => json!(limit.as_f64()),
+                    (_, Some(n)) => json!(n),
                 };
                 schema.insert(key.into(), limit);
             }
@@ -238,12 +305,12 @@ fn is_i64(x: f64) -> bool {
 
 /// How a value's measure (a number, a text's length) compares with a limit; `None` for a
 /// value that has none.
-fn against(value: &SqlValue, limit: f64) -> Option<Ordering> {
+fn against(value: &SqlValue, limit: Limit) -> Option<Ordering> {
     match value {
         // Exact: an integer's limits are whole numbers within i64 (`check`).
-        SqlValue::Integer(n) => Some(n.cmp(&(limit as i64))),
-        SqlValue::Number(x) => x.partial_cmp(&limit),
-        SqlValue::Text(text) => (text.chars().count() as f64).partial_cmp(&limit),
+        SqlValue::Integer(n) => limit.as_i64().map(|limit| n.cmp(&limit)),
+        SqlValue::Number(x) => x.partial_cmp(&limit.as_f64()),
+        SqlValue::Text(text) => (text.chars().count() as f64).partial_cmp(&limit.as_f64()),
         SqlValue::Null(_) | SqlValue::Boolean(_) => None,
     }
 }
@@ -353,7 +420,7 @@ mod tests {
             "min (1000000000000000000000000000000) of an integer must be a whole number \
              from -9223372036854775808 to 9223372036854775807"
         );
-        assert!(refused("type: integer\nmax: 9223372036854775807").starts_with("max ("));
+        assert!(refused("type: integer\nmax: 9223372036854775808").starts_with("max ("));
         assert!(
             refused("type: integer\nmin: 1.2\nmax: 1.8").starts_with("min (1.2) of an integer")
         );
@@ -361,10 +428,29 @@ mod tests {
             refused("type: number\nmin: 2.5\nmax: 1.5"),
             "min (2.5) is above max (1.5)"
         );
+        // Not a number at all: refused where it is written.
+        let nan = serde_saphyr::from_str::<ParamDecl>("type: number\nmax: .nan").unwrap_err();
+        assert!(nan.to_string().contains("line 2"), "{nan}");
+    }
+
+    /// Whole limits are kept exact: read as floats, 2^53 + 1 became 2^53 and i64::MAX
+    /// became 2^63 (then refused as out of range).
+    #[test]
+    fn integer_limits_are_exact_past_two_to_the_53() {
+        let p = param("type: integer\nmax: 9007199254740993");
+        assert!(p.check().is_ok());
         assert_eq!(
-            refused("type: number\nmax: .nan"),
-            "max must be a finite number"
+            p.parse(&json!(9_007_199_254_740_993_i64)),
+            Ok(SqlValue::Integer(9_007_199_254_740_993))
         );
+        assert_eq!(
+            p.parse(&json!(9_007_199_254_740_994_i64)).unwrap_err(),
+            "must be at most 9007199254740993"
+        );
+        assert_eq!(p.schema()["maximum"], json!(9_007_199_254_740_993_i64));
+        let p = param("type: integer\nmin: -9223372036854775808\nmax: 9223372036854775807");
+        assert!(p.check().is_ok());
+        assert_eq!(p.parse(&json!(i64::MAX)), Ok(SqlValue::Integer(i64::MAX)));
     }
 
     #[test]
