@@ -200,6 +200,22 @@ const STATIC_CASES: &[Case] = &[
         marker: "tools: [get_order, get_order]",
         message: "lists \"get_order\" twice",
     },
+    Case {
+        name: "YAML 1.1 boolean",
+        from: "    read_only: true\n",
+        to: "    read_only: yes\n",
+        field: "tools.get_order.read_only",
+        marker: "    read_only: yes",
+        message: "true or false expected",
+    },
+    Case {
+        name: "several statements in one sql",
+        from: "FROM orders WHERE id = :order_id\n",
+        to: "FROM orders WHERE id = :order_id; DELETE FROM orders\n",
+        field: "tools.get_order.statements[0].sql",
+        marker: "DELETE FROM orders",
+        message: "ends the statement and another follows",
+    },
 ];
 
 /// Problems only the database finds.

@@ -222,8 +222,12 @@ pub fn load(path: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, 
 /// # Errors
 /// Every problem found.
 pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, Vec<ConfigError>> {
-    let file: file::File =
-        serde_saphyr::from_str(text).map_err(|error| vec![yaml::problem(text, &error)])?;
+    let mut options = serde_saphyr::Options::default();
+    // YAML 1.2's booleans only: YAML 1.1's `yes`, `no`, `on`, `off` are refused where they
+    // are written, not read as true or false.
+    options.strict_booleans = true;
+    let file: file::File = serde_saphyr::from_str_with_options(text, options)
+        .map_err(|error| vec![yaml::problem(text, &error)])?;
     validate::validate(file, env).map_err(|mut errors| {
         errors.sort_by_key(|error| error.line.unwrap_or(0));
         errors
