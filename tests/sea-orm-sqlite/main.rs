@@ -7,6 +7,7 @@ mod admission;
 mod busy;
 mod common;
 mod options;
+mod rolled_back_by_sqlite;
 
 #[path = "../sea-orm-shared/bank.rs"]
 mod bank;
