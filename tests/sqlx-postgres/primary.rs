@@ -142,3 +142,81 @@ async fn session_settings_in_the_url_reach_every_connection() {
         .expect("SHOW answers");
     assert_eq!(search_path, "txretry_app,public");
 }
+
+/// A host that accepts connections and never answers (a frozen machine), listed first,
+/// does not hold up the search: the hosts are asked at once. The real server is reached
+/// through a relay that notes whether the frozen host's probe was still waiting when the
+/// real one was asked; asked in turn, it had always timed out (2 s) first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_never_answers_does_not_hold_up_the_search() {
+    use std::io::Read;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let Some(url) = txretry_testkit::postgres_url("sqlx-postgres primary pool frozen host") else {
+        return;
+    };
+    // The frozen host: accepts, reads until the client lets go, never writes.
+    let frozen = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let frozen_at = frozen.local_addr().unwrap();
+    let waiting = Arc::new(AtomicUsize::new(0));
+    {
+        let waiting = waiting.clone();
+        std::thread::spawn(move || {
+            for stream in frozen.incoming() {
+                let Ok(mut stream) = stream else { return };
+                waiting.fetch_add(1, Ordering::SeqCst);
+                let waiting = waiting.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0_u8; 1024];
+                    while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+                    waiting.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+    }
+    // The relay to the real server: the first connection (the search's probe) notes
+    // whether the frozen host's probe was waiting meanwhile (given a moment to be seen).
+    let relay = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay_at = relay.local_addr().unwrap();
+    let real = server(&url);
+    let (seen_tx, seen_rx) = tokio::sync::oneshot::channel::<bool>();
+    tokio::spawn(async move {
+        let mut seen_tx = Some(seen_tx);
+        while let Ok((mut inbound, _)) = relay.accept().await {
+            if let Some(tx) = seen_tx.take() {
+                let mut frozen_waiting = false;
+                for _ in 0..100 {
+                    if waiting.load(Ordering::SeqCst) > 0 {
+                        frozen_waiting = true;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                let _ = tx.send(frozen_waiting);
+            }
+            let real = real.clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&real).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    let multi = with_hosts(&url, &format!("{frozen_at},{relay_at}"), None);
+    let pool = within(PrimaryPool::connect(
+        PgPoolOptions::new().max_connections(1),
+        &multi,
+    ))
+    .await
+    .expect("the relayed server accepts writes");
+    assert!(
+        seen_rx.await.unwrap(),
+        "the real host was asked only after the frozen one's probe gave up"
+    );
+    assert_eq!(
+        pool.connect_options().get_port(),
+        relay_at.port(),
+        "the pool is on the host that answered"
+    );
+}

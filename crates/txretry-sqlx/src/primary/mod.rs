@@ -23,8 +23,9 @@ const SEARCH_PAUSE: Duration = Duration::from_millis(50);
 ///
 /// A watcher task keeps one connection of its own to the current primary and checks it
 /// every 250 ms (`SHOW transaction_read_only`). When that connection is lost or the host
-/// turns read-only (a switchover, a failover), it searches the hosts in order for the one
-/// that accepts writes and points the pool at it
+/// turns read-only (a switchover, a failover), it asks every host at once for the one
+/// that accepts writes (a host that does not answer, such as a frozen old primary, holds up
+/// nothing) and points the pool at it
 /// ([`Pool::set_connect_options`](sqlx::Pool::set_connect_options)). Every new connection
 /// of the pool is checked too: one that lands on a read-only host is refused with a
 /// [`NotPrimary`] error (`25006`, a [`Failover`](txretry_core::TransientKind::Failover)),
@@ -67,8 +68,9 @@ pub struct PrimaryPool {
 }
 
 impl PrimaryPool {
-    /// Parses the multi-host `url`, finds the host that accepts writes (trying them in
-    /// order, waiting up to `options`' acquire timeout for one), and opens the pool there.
+    /// Parses the multi-host `url`, finds the host that accepts writes (asking every host at
+    /// once, the first to answer wins; waiting up to `options`' acquire timeout for one),
+    /// and opens the pool there.
     ///
     /// The pool's `after_connect` hook is PrimaryPool's own (it refuses a connection that
     /// lands on a standby): one set on `options` is replaced. Put session settings in the
@@ -114,7 +116,8 @@ impl PrimaryPool {
         hosts::is_multi_host(url)
     }
 
-    /// [`connect`](PrimaryPool::connect) on hosts given one by one, tried in this order.
+    /// [`connect`](PrimaryPool::connect) on hosts given one by one (errors name them in this
+    /// order).
     ///
     /// # Errors
     /// [`MultiHostError::Url`] when `hosts` is empty; otherwise as

@@ -1,4 +1,4 @@
-//! The search for the primary: each host in turn, connected to and asked whether it
+//! The search for the primary: every host connected to and asked at once whether it
 //! accepts writes, and why a host was passed over.
 
 use std::fmt;
@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sqlx::ConnectOptions;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
+use tokio::task::JoinSet;
 use txretry_core::Verdict;
 
 use super::NotPrimary;
@@ -13,32 +14,50 @@ use super::NotPrimary;
 /// How long one check, or one connect while searching, may take.
 pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The first host (in order) that accepts a connection and writes, with that connection;
-/// else why each host was passed over, in the order of `hosts`.
+/// The first host to answer that it accepts writes, with that connection; else why each
+/// host was passed over, in the order of `hosts`.
+///
+/// The hosts are asked at once, not in turn: in a failover the old primary is often the
+/// first listed, and when its machine froze it holds a probe for all of
+/// [`PROBE_TIMEOUT`], which asked in turn delayed finding the new primary every round.
+/// The other probes are dropped as soon as one host answers.
 pub(super) async fn search(
     hosts: &[PgConnectOptions],
 ) -> Result<(usize, PgConnection), Vec<PassedOver>> {
-    let mut passed = Vec::with_capacity(hosts.len());
+    let mut probes = JoinSet::new();
     for (i, host) in hosts.iter().enumerate() {
-        let mut conn = match tokio::time::timeout(PROBE_TIMEOUT, host.connect()).await {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => {
-                passed.push(PassedOver::Failed(e));
-                continue;
-            }
-            Err(_) => {
-                passed.push(PassedOver::NoAnswer);
-                continue;
-            }
-        };
-        match tokio::time::timeout(PROBE_TIMEOUT, read_only(&mut conn)).await {
-            Ok(Ok(false)) => return Ok((i, conn)),
-            Ok(Ok(true)) => passed.push(PassedOver::ReadOnly),
-            Ok(Err(e)) => passed.push(PassedOver::Failed(e)),
-            Err(_) => passed.push(PassedOver::NoAnswer),
+        let host = host.clone();
+        probes.spawn(async move { (i, probe(&host).await) });
+    }
+    let mut passed: Vec<Option<PassedOver>> = hosts.iter().map(|_| None).collect();
+    while let Some(joined) = probes.join_next().await {
+        match joined {
+            // Dropping `probes` aborts the probes still running.
+            Ok((i, Ok(conn))) => return Ok((i, conn)),
+            Ok((i, Err(why))) => passed[i] = Some(why),
+            // A probe that panicked (a bug, never the server's answer): no answer.
+            Err(_) => {}
         }
     }
-    Err(passed)
+    Err(passed
+        .into_iter()
+        .map(|why| why.unwrap_or(PassedOver::NoAnswer))
+        .collect())
+}
+
+/// A connection to `host` if it accepts writes; else why not.
+async fn probe(host: &PgConnectOptions) -> Result<PgConnection, PassedOver> {
+    let mut conn = match tokio::time::timeout(PROBE_TIMEOUT, host.connect()).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => return Err(PassedOver::Failed(e)),
+        Err(_) => return Err(PassedOver::NoAnswer),
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, read_only(&mut conn)).await {
+        Ok(Ok(false)) => Ok(conn),
+        Ok(Ok(true)) => Err(PassedOver::ReadOnly),
+        Ok(Err(e)) => Err(PassedOver::Failed(e)),
+        Err(_) => Err(PassedOver::NoAnswer),
+    }
 }
 
 /// Why a search passed a host over.
