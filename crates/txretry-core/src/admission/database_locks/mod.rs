@@ -112,6 +112,49 @@ impl<'a> DatabaseLocks<'a> {
 
 /// `("account", 42)` hashed: `0xcec6_cacd_78fe_11c7`, `-3546924672660663865` as a bigint (the
 /// tests of both engines' SQL name it).
+impl DatabaseLocks<'_> {
+    /// Appends the chain that takes the keys in turn and stops at the first refused, as
+    /// nested `CASE`s: for each key in order its test, `open(sql, index, key)`, then `held`,
+    /// then for each key in reverse its refusal, `close(sql, index, key)`. More than
+    /// [`CHAIN_DEPTH`] keys make one chain per group, each `NULL` when all of its keys were
+    /// taken, in `COALESCE(<chain>, <chain>, …, held)`: `COALESCE` evaluates an argument
+    /// only when those before it were `NULL`, so the groups are taken in order and stop at
+    /// the first refusal, and no chain nests deeper than the servers take (one chain of
+    /// thousands overran MariaDB's thread stack, and Postgres' parser).
+    fn chains(
+        &self,
+        sql: &mut String,
+        held: &str,
+        open: impl Fn(&mut String, usize, u64),
+        close: impl Fn(&mut String, usize, u64),
+    ) {
+        let groups = self.keys.chunks(CHAIN_DEPTH);
+        let several = groups.len() > 1;
+        if several {
+            sql.push_str("COALESCE(");
+        }
+        let mut first = 0;
+        for (n, group) in groups.enumerate() {
+            if n > 0 {
+                sql.push_str(", ");
+            }
+            for (i, &key) in group.iter().enumerate() {
+                open(sql, first + i, key);
+            }
+            sql.push_str(if several { "NULL" } else { held });
+            for (i, &key) in group.iter().enumerate().rev() {
+                close(sql, first + i, key);
+            }
+            first += group.len();
+        }
+        if several {
+            sql.push_str(", ");
+            sql.push_str(held);
+            sql.push(')');
+        }
+    }
+}
+
 #[cfg(test)]
 const ACCOUNT_42: u64 = 0xcec6_cacd_78fe_11c7;
 

@@ -52,41 +52,22 @@ impl DatabaseLocks<'_> {
     /// refused key's successors are never asked for). It answers 0 when
     /// every lock was granted; otherwise [`mysql_refused`](Self::mysql_refused) says which
     /// key was refused and what `GET_LOCK` returned for it. One round trip, whatever the
-    /// number of keys: more than [`CHAIN_DEPTH`](super::CHAIN_DEPTH) make one chain per
-    /// group of keys, each `NULL` when all of its locks were granted, in `COALESCE(<chain>,
-    /// <chain>, …, 0)`, which evaluates an argument only when those before it were `NULL`
-    /// (700 nested `CASE`s overrun MariaDB's thread stack).
+    /// number of keys (past 64, in chains of 64: see `chains`).
     pub fn mysql_get_locks(&self) -> String {
         let seconds = self.mysql_timeout_secs();
-        let groups = self.keys.chunks(super::CHAIN_DEPTH);
-        let several = groups.len() > 1;
-        let mut sql = String::from(if several {
-            "SELECT COALESCE("
-        } else {
-            "SELECT "
-        });
-        let mut first = 0;
-        for (n, group) in groups.enumerate() {
-            if n > 0 {
-                sql.push_str(", ");
-            }
-            for &key in group {
-                let _ = write!(
-                    sql,
-                    "CASE GET_LOCK('{}', {seconds}) WHEN 1 THEN ",
-                    Self::mysql_lock_name(key)
-                );
-            }
-            sql.push_str(if several { "NULL" } else { "0" });
-            for i in (first..first + group.len()).rev() {
+        let mut sql = String::from("SELECT ");
+        self.chains(
+            &mut sql,
+            "0",
+            |sql, _, key| {
+                let name = Self::mysql_lock_name(key);
+                let _ = write!(sql, "CASE GET_LOCK('{name}', {seconds}) WHEN 1 THEN ");
+            },
+            |sql, i, _| {
                 let (timed_out, interrupted) = Self::mysql_refusal_answers(i);
                 let _ = write!(sql, " WHEN 0 THEN {timed_out} ELSE {interrupted} END");
-            }
-            first += group.len();
-        }
-        if several {
-            sql.push_str(", 0)");
-        }
+            },
+        );
         sql
     }
 

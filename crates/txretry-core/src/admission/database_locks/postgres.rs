@@ -63,39 +63,24 @@ impl DatabaseLocks<'_> {
     /// it is taken, and a volatile test is never folded at planning), giving `held` when
     /// every lock was taken. Stopping in key order means a transaction that then waits
     /// holds only keys before the one it waits for, as when it waits from the start.
-    ///
-    /// More keys than [`CHAIN_DEPTH`](super::CHAIN_DEPTH) make one chain per group of keys,
-    /// each `NULL` when it took all of its own, in `COALESCE(<chain>, <chain>, …, held)`:
-    /// `COALESCE` evaluates an argument only when those before it were `NULL`, so the
-    /// groups are tried in order and stop at the first key held elsewhere, and no chain
-    /// nests deeper than the server's parser can take (2,000 nested `CASE`s exhaust it).
+    /// Past 64 keys, in chains of 64 (see `chains`).
     fn postgres_try_chain(&self, sql: &mut String, held: &str, busy: impl Fn(&mut String, u64)) {
-        let groups = self.keys.chunks(super::CHAIN_DEPTH);
-        let several = groups.len() > 1;
-        if several {
-            sql.push_str("COALESCE(");
-        }
-        for (n, group) in groups.enumerate() {
-            if n > 0 {
-                sql.push_str(", ");
-            }
-            for key in group {
+        self.chains(
+            sql,
+            held,
+            |sql, _, key| {
                 let _ = write!(
                     sql,
                     "CASE WHEN pg_try_advisory_xact_lock({}) THEN ",
-                    *key as i64
+                    key as i64
                 );
-            }
-            sql.push_str(if several { "NULL" } else { held });
-            for key in group.iter().rev() {
+            },
+            |sql, _, key| {
                 sql.push_str(" ELSE ");
-                busy(sql, *key);
+                busy(sql, key);
                 sql.push_str(" END");
-            }
-        }
-        if several {
-            let _ = write!(sql, ", {held})");
-        }
+            },
+        );
     }
 
     /// Postgres, one message, when no key is busy: `begin`, then one statement that tries
