@@ -122,6 +122,32 @@ pub async fn drop_tables(client: &Client, names: &[&str]) {
 
 pub use txretry_testkit::record::{Seen, recording};
 
+/// A recording policy of 2 attempts that rides out a lost session for up to 10 s (a
+/// `Reconnecting` client's runs that lose their backend).
+pub fn riding_out_a_lost_session() -> (txretry::RetryPolicy, Seen) {
+    let (policy, seen) = recording(2);
+    let policy = policy
+        .failover(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    (policy, seen)
+}
+
+/// Asserts that `seen` judged one failure, in the body (before COMMIT was sent), of a kind
+/// `kind` accepts.
+pub fn assert_one_lost_session_in_the_body(
+    seen: &Seen,
+    kind: impl Fn(txretry::TransientKind) -> bool,
+) {
+    let judged = seen.judged();
+    assert_eq!(judged.len(), 1, "{judged:?}");
+    assert!(
+        matches!(judged[0].verdict, txretry::Verdict::Transient(k) if kind(k)),
+        "{judged:?}"
+    );
+    assert_eq!(judged[0].phase, txretry::Phase::Body, "{judged:?}");
+}
+
 /// `Code::SqlState` for a literal.
 pub fn sqlstate(code: &str) -> txretry::Code {
     txretry::Code::SqlState(txretry::SqlState::new(code).expect("a SQLSTATE"))

@@ -22,11 +22,7 @@ async fn a_terminated_backend_is_replaced_and_the_transaction_runs_again_once() 
     };
 
     let mut db = Reconnecting::new(url.parse().unwrap());
-    let (policy, seen) = recording(2);
-    let policy = policy
-        .failover(std::time::Duration::from_secs(10))
-        .build()
-        .unwrap();
+    let (policy, seen) = riding_out_a_lost_session();
     let mut attempts = 0;
     let mut pids = Vec::new();
     db.transaction(&policy, async |tx| {
@@ -43,16 +39,9 @@ async fn a_terminated_backend_is_replaced_and_the_transaction_runs_again_once() 
     assert_eq!(attempts, 2);
     assert_ne!(pids[0], pids[1], "the retry ran on a new backend");
     assert_eq!(value(&observer, &t, 1).await, 2, "one effect: +2 once");
-    let judged = seen.judged();
-    assert_eq!(judged.len(), 1, "{judged:?}");
-    assert!(
-        matches!(
-            judged[0].verdict,
-            Verdict::Transient(TransientKind::Failover | TransientKind::Connection)
-        ),
-        "{judged:?}"
-    );
-    assert_eq!(judged[0].phase, Phase::Body);
+    assert_one_lost_session_in_the_body(&seen, |kind| {
+        matches!(kind, TransientKind::Failover | TransientKind::Connection)
+    });
     assert!(db.is_connected());
     drop_tables(&observer, &[&t]).await;
 }

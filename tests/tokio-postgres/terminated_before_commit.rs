@@ -51,11 +51,7 @@ async fn a_reconnecting_client_runs_it_again_once() {
     };
 
     let mut db = Reconnecting::new(url.parse().unwrap());
-    let (policy, seen) = recording(2);
-    let policy = policy
-        .failover(std::time::Duration::from_secs(10))
-        .build()
-        .unwrap();
+    let (policy, seen) = riding_out_a_lost_session();
     let mut attempts = 0;
     db.transaction(&policy, async |tx| {
         attempts += 1;
@@ -66,14 +62,8 @@ async fn a_reconnecting_client_runs_it_again_once() {
 
     assert_eq!(attempts, 2);
     assert_eq!(value(&observer, &t, 1).await, 1, "one effect");
-    let judged = seen.judged();
-    assert_eq!(judged.len(), 1, "{judged:?}");
-    assert_eq!(
-        judged[0].verdict,
-        Verdict::Transient(TransientKind::Connection),
-        "{judged:?}"
-    );
-    assert_eq!(judged[0].phase, Phase::Body, "COMMIT was never sent");
+    // COMMIT was never sent.
+    assert_one_lost_session_in_the_body(&seen, |kind| kind == TransientKind::Connection);
     drop_tables(&observer, &[&t]).await;
 }
 
