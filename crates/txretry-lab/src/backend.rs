@@ -161,6 +161,14 @@ async fn pool_acquiring<DB>(
 where
     DB: sqlx::Database,
 {
+    first_connection::<DB>(options.clone()).await?;
+    Ok(pool_options::<DB>(workers, acquire).connect_lazy_with(options))
+}
+
+/// Opens and closes one connection, within [`CONNECT_TIMEOUT`].
+async fn first_connection<DB: sqlx::Database>(
+    options: <DB::Connection as Connection>::Options,
+) -> Result<(), sqlx::Error> {
     let first = tokio::time::timeout(CONNECT_TIMEOUT, options.connect())
         .await
         .map_err(|_| {
@@ -169,8 +177,37 @@ where
                 "connecting timed out",
             ))
         })??;
-    first.close().await?;
-    Ok(pool_options::<DB>(workers, acquire).connect_lazy_with(options))
+    first.close().await
+}
+
+/// As for one host, a cluster none of whose hosts takes a connection at all fails at
+/// once, with each host's reason: the search for a primary would wait out the acquire
+/// timeout for hosts that may come back, which a cluster in a failover needs but a
+/// mistyped port or a stopped cluster does not.
+async fn any_host_answers(hosts: &[PgConnectOptions]) -> Result<(), sqlx::Error> {
+    let mut tries = tokio::task::JoinSet::new();
+    for (i, host) in hosts.iter().cloned().enumerate() {
+        tries.spawn(async move { (i, first_connection::<Postgres>(host).await) });
+    }
+    let mut reasons = vec![String::new(); hosts.len()];
+    while let Some(joined) = tries.join_next().await {
+        let Ok((i, result)) = joined else {
+            // A try that panicked or was cancelled: no reason to give for it.
+            continue;
+        };
+        let Err(e) = result else {
+            return Ok(());
+        };
+        let why = match &e {
+            sqlx::Error::Io(io) => io.to_string(),
+            other => crate::error::describe(other),
+        };
+        reasons[i] = format!("{}:{} {why}", hosts[i].get_host(), hosts[i].get_port());
+    }
+    Err(sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::ConnectionRefused,
+        format!("no host took a connection: {}", reasons.join("; ")),
+    )))
 }
 
 /// A Postgres pool for `url`.
@@ -186,15 +223,16 @@ pub async fn postgres_acquiring(
 ) -> Result<Pool<Postgres>, sqlx::Error> {
     if txretry::sqlx::PrimaryPool::is_multi_host(url) {
         // sqlx connects to one host: a PrimaryPool follows the one that accepts writes.
-        let hosts = txretry::sqlx::PrimaryPool::hosts(url)
+        let hosts: Vec<PgConnectOptions> = txretry::sqlx::PrimaryPool::hosts(url)
             .map_err(|e| sqlx::Error::Configuration(Box::new(e)))?
             .into_iter()
             .map(|host| host.application_name("txretry-lab"))
             .collect();
+        any_host_answers(&hosts).await?;
         let primary =
             txretry::sqlx::PrimaryPool::connect_hosts(pool_options(workers, acquire), hosts)
                 .await
-                .map_err(|e| sqlx::Error::Configuration(Box::new(e)))?;
+                .map_err(|e| sqlx::Error::Io(std::io::Error::other(e)))?;
         return Ok(primary.detach());
     }
     let options = PgConnectOptions::from_str(url)?.application_name("txretry-lab");

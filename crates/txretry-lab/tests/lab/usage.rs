@@ -121,3 +121,21 @@ fn several_servers_need_several_processes() {
         "{stderr}"
     );
 }
+
+/// A multi-host Postgres URL none of whose hosts takes a connection fails as one host
+/// does: at once, with each host's reason, not after searching for a primary for the
+/// acquire timeout and then blaming the configuration.
+#[test]
+fn a_cluster_with_no_host_up_is_named_host_by_host() {
+    let url = "postgres://alice:S3cret-hosts@127.0.0.1:1,127.0.0.1:2/test";
+    let output = lab(&["--db", url, "--duration", "1s"]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("no host took a connection"), "{stderr}");
+    for host in ["127.0.0.1:1 ", "127.0.0.1:2 "] {
+        assert!(stderr.contains(host), "{host} missing in:\n{stderr}");
+    }
+    assert!(!stderr.contains("configuration"), "{stderr}");
+    assert!(!stderr.contains("S3cret"), "{stderr}");
+}
