@@ -130,7 +130,7 @@ impl ToolboxConfig {
 }
 
 /// The `tools` table, refusing a tool's section given twice (JSON and YAML maps allow it,
-/// and a map would keep the last one silently).
+/// and a map would keep the last one silently); null is an empty table.
 fn no_duplicates<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<BTreeMap<String, ToolConfig>, D::Error> {
@@ -154,5 +154,23 @@ fn no_duplicates<'de, D: Deserializer<'de>>(
             Ok(sections)
         }
     }
-    deserializer.deserialize_map(Sections)
+    // An empty `tools:` (YAML's null, as commenting out every tool leaves it; JSON's
+    // `null`) is no sections, as an empty `agent:` is no policy.
+    struct Optional;
+    impl<'de> Visitor<'de> for Optional {
+        type Value = BTreeMap<String, ToolConfig>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a table of tool sections")
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
+            inner.deserialize_map(Sections)
+        }
+    }
+    deserializer.deserialize_option(Optional)
 }

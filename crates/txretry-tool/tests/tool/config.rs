@@ -390,3 +390,22 @@ fn p8_a_syntax_error_names_the_section_it_is_in() {
     let err = ToolboxConfig::from_json(r#"{ "agent": "#).unwrap_err();
     assert!(!err.field().contains('?'), "{err}");
 }
+
+/// An empty `tools:` (YAML's null, as a commented-out list of tools leaves it; JSON's
+/// `null`) is no tool sections, as an empty `agent:` is no agent policy.
+#[test]
+fn p8_an_empty_tools_section_is_no_sections() {
+    for yaml in [
+        "tools:\n",
+        "agent:\n  max_attempts: 3\ntools:\n  # transfer: {}\n",
+    ] {
+        let config = serde_saphyr::from_str::<ToolboxConfig>(yaml)
+            .unwrap_or_else(|e| panic!("{yaml:?}: {e}"));
+        assert!(config.tools.is_empty(), "{yaml:?}");
+    }
+    let config = ToolboxConfig::from_json(r#"{"tools": null}"#).unwrap();
+    assert!(config.tools.is_empty());
+    // Anything else that is not a table is still refused.
+    let err = ToolboxConfig::from_json(r#"{"tools": 3}"#).unwrap_err();
+    assert_eq!(err.field(), "tools", "{err}");
+}
