@@ -107,3 +107,85 @@ fn the_callers_own_error_is_returned_once_whatever_its_text() {
     assert_eq!(value(&mut conn, &t, 1), 0, "rolled back");
     drop_tables(&mut conn, &[&t]);
 }
+
+/// A closure that returns `Ok` with a nested transaction still open (a savepoint begun by
+/// hand; in diesel-async, a `conn.transaction` whose future a timeout dropped): COMMIT
+/// would only release the savepoint, and the runner said `Ok` with nothing committed. It
+/// now rolls every level back and fails, permanently, naming what was left open; and a
+/// closure that fails with one open leaves no transaction behind either.
+#[test]
+fn a_nested_transaction_left_open_commits_nothing_and_says_so() {
+    let Some(url) = url(&format!("{BINARY}::nested_open")) else {
+        return;
+    };
+    let mut conn = connect(&url);
+    let t = table(&format!("{BINARY}_nested_open"));
+    create_rows(&mut conn, &t, 1);
+
+    let mut attempts = 0;
+    let result: Result<(), TxError<diesel::result::Error>> = transaction_with!(
+        &mut conn,
+        &retry_everything(),
+        &TxOptions::default(),
+        |conn| {
+            attempts += 1;
+            execute!(
+                diesel::sql_query(format!("INSERT INTO {t} VALUES (2, 0)")),
+                conn
+            )?;
+            begin_nested!(conn)?;
+            Ok(())
+        }
+    );
+    let err = result.expect_err("nothing was committed");
+    let diesel::result::Error::QueryBuilderError(left_open) = err.error() else {
+        panic!("{err:?}");
+    };
+    let left_open = left_open
+        .downcast_ref::<txretry::diesel::NestedTransactionLeftOpen>()
+        .unwrap_or_else(|| panic!("{err:?}"));
+    assert_eq!(left_open.levels, 1);
+    assert_permanent_once(err.outcome());
+    assert_eq!(attempts, 1);
+    assert_eq!(depth!(&mut conn), 0, "no transaction left open");
+    assert_eq!(count(&mut conn, &t, "1 = 1"), 1, "row 2 rolled back");
+
+    // Failing with a nested transaction open: every level is rolled back too.
+    let result: Result<(), TxError<RefundError>> = transaction_with!(
+        &mut conn,
+        &retry_everything(),
+        &TxOptions::default(),
+        |conn| {
+            execute!(
+                diesel::sql_query(format!("INSERT INTO {t} VALUES (3, 0)")),
+                conn
+            )?;
+            begin_nested!(conn)?;
+            Err(RefundError::Refused(3))
+        }
+    );
+    assert!(matches!(result, Err(e) if matches!(e.error(), RefundError::Refused(3))));
+    assert_eq!(depth!(&mut conn), 0, "no transaction left open");
+
+    // The connection runs the next call as a transaction of its own, which commits.
+    let result: Result<(), TxError<diesel::result::Error>> = transaction_with!(
+        &mut conn,
+        &retry_everything(),
+        &TxOptions::default(),
+        |conn| {
+            execute!(
+                diesel::sql_query(format!("INSERT INTO {t} VALUES (4, 0)")),
+                conn
+            )?;
+            Ok(())
+        }
+    );
+    result.expect("commits");
+    let mut other = connect(&url);
+    assert_eq!(
+        count(&mut other, &t, "1 = 1"),
+        2,
+        "rows 1 and 4, seen elsewhere"
+    );
+    drop_tables(&mut conn, &[&t]);
+}

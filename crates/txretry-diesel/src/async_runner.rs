@@ -10,6 +10,7 @@ use diesel_async::{AnsiTransactionManager, TransactionManager};
 use txretry_core::{AsError, RetryPolicy, RetryState, TxError, TxFailure, TxOptions};
 
 use crate::async_backend::AsyncRetryConnection;
+use crate::nested::NestedTransactionLeftOpen;
 use crate::runner::unless_usable;
 
 /// Runs `f` in a transaction on `conn`, committing when it returns `Ok`; when an attempt
@@ -77,10 +78,13 @@ where
 /// 2. calls `f` with the connection. `f` may run several times: keep side effects outside
 ///    the database out of it, or make them idempotent;
 /// 3. on `Ok`, commits (on Postgres after a `SELECT 1`, see below); returns `Ok` only once
-///    the COMMIT succeeded;
-/// 4. on `Err`, rolls back before deciding (MySQL's 1205 leaves the transaction open with
-///    the earlier statements applied), then retries when the policy retries the error's
-///    kind.
+///    the COMMIT succeeded. When `f` returns `Ok` with a nested transaction still open (a
+///    `conn.transaction(…)` whose future a timeout or `select!` dropped), COMMIT would only
+///    release its savepoint: the runner rolls every level back instead and fails with
+///    [`NestedTransactionLeftOpen`](crate::NestedTransactionLeftOpen) (permanent);
+/// 4. on `Err`, rolls back before deciding, every level `f` left open included (MySQL's
+///    1205 leaves the transaction open with the earlier statements applied), then retries when
+///    the policy retries the error's kind.
 ///
 /// # The commit boundary
 /// A failed COMMIT is judged apart ([`Phase::Commit`](txretry_core::Phase::Commit)): only
@@ -214,6 +218,14 @@ where
             return Err(unless_usable(failure, true));
         }
         let mut body = f(&mut *conn).await;
+        if body.is_ok()
+            && let Some(error) = NestedTransactionLeftOpen::at(
+                AnsiTransactionManager::transaction_manager_status_mut(&mut *conn)
+                    .transaction_depth(),
+            )
+        {
+            body = Err(E::from(error));
+        }
         if let (Ok(_), Some(check)) = (&body, C::BEFORE_COMMIT)
             && let Err(error) = conn.batch_execute(check).await
         {
@@ -241,18 +253,24 @@ where
     })
 }
 
-/// Ends the attempt's transaction with ROLLBACK, if diesel-async still counts it open;
-/// whether the connection can run another transaction.
+/// Ends the attempt's transaction with ROLLBACK, if diesel-async still counts it open,
+/// and every nested transaction the closure left open before it; whether the connection
+/// can run another transaction.
 async fn roll_back<C: AsyncRetryConnection>(conn: &mut C) -> bool {
-    match AnsiTransactionManager::rollback_transaction(&mut *conn).await {
-        Ok(()) | Err(Error::NotInTransaction) => true,
-        Err(Error::BrokenTransactionManager) => false,
-        // The ROLLBACK failed. Asking again tells, without sending anything when no
-        // transaction is counted open, whether diesel-async still counts one (the server
-        // may have ended it itself), or gave up on the connection.
-        Err(_) => matches!(
-            AnsiTransactionManager::rollback_transaction(&mut *conn).await,
-            Ok(()) | Err(Error::NotInTransaction)
-        ),
+    // Each ROLLBACK (TO SAVEPOINT) that succeeds ends one level, so this ends; asked with
+    // no transaction counted open, diesel-async sends nothing.
+    loop {
+        match AnsiTransactionManager::rollback_transaction(&mut *conn).await {
+            Ok(()) => {}
+            Err(Error::NotInTransaction) => return true,
+            Err(Error::BrokenTransactionManager) => return false,
+            // The ROLLBACK failed. Asking again tells whether diesel-async still counts
+            // one (the server may have ended it itself), or gave up on the connection.
+            Err(_) => match AnsiTransactionManager::rollback_transaction(&mut *conn).await {
+                Ok(()) => {}
+                Err(Error::NotInTransaction) => return true,
+                Err(_) => return false,
+            },
+        }
     }
 }

@@ -69,7 +69,12 @@ read-only, how SQLite begins, idempotent.
 | MySQL/MariaDB through diesel-async (`AsyncMysqlConnection`) | as `MysqlConnection`: the SQLSTATE and text, no errno; a driver error only as its text | as `MysqlConnection`; mysql_async's I/O and closed-connection texts recovered as `Code::Driver` |
 
 The phrase is matched at the start of the message and only together with what Diesel did
-keep, so a business error that quotes a driver's text is not retried. See [`extract`].
+keep, so a `diesel::result::Error` whose message merely quotes a driver's text (a
+`RAISE` of your own) is not retried. See [`extract`]. An error of your own type with no
+Diesel error behind it has no code at all, and goes to txretry's message fallback like
+any such error: its text holding a driver's exact phrase (`Deadlock found when trying to
+get lock`) is retried, unless the policy's classifier turns the fallback off
+(`MessageFallback::Off`).
 
 # Commit boundary and connection
 The runner drives BEGIN and COMMIT itself through Diesel's transaction manager, so it
@@ -86,6 +91,7 @@ mod async_backend;
 mod async_runner;
 mod backend;
 mod codes;
+mod nested;
 mod runner;
 
 #[cfg(any(feature = "async-postgres", feature = "async-mysql"))]
@@ -94,4 +100,5 @@ pub use async_backend::AsyncRetryConnection;
 pub use async_runner::{async_transaction, async_transaction_with};
 pub use backend::RetryConnection;
 pub use codes::extract;
+pub use nested::NestedTransactionLeftOpen;
 pub use runner::{transaction, transaction_with};

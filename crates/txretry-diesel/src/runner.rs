@@ -7,6 +7,7 @@ use diesel::result::Error;
 use txretry_core::{AsError, RetryPolicy, RetryState, TxError, TxFailure, TxOptions};
 
 use crate::backend::{Dialect, RetryConnection};
+use crate::nested::NestedTransactionLeftOpen;
 
 /// Runs `f` in a transaction on `conn`, committing when it returns `Ok`; when an attempt
 /// fails with an error `policy` retries, rolls back, waits, and runs `f` again in a fresh
@@ -97,10 +98,13 @@ where
 /// 2. calls `f` with the connection. `f` may run several times: keep side effects outside
 ///    the database out of it, or make them idempotent;
 /// 3. on `Ok`, commits (on Postgres after a `SELECT 1`, see below); returns `Ok` only once
-///    the COMMIT succeeded;
-/// 4. on `Err`, rolls back before deciding (MySQL's 1205 leaves the transaction open with
-///    the earlier statements applied), then retries when the policy retries the error's
-///    kind.
+///    the COMMIT succeeded. When `f` returns `Ok` with a nested transaction still open (a
+///    savepoint begun by hand), COMMIT would only release its savepoint: the runner rolls
+///    every level back instead and fails with
+///    [`NestedTransactionLeftOpen`](crate::NestedTransactionLeftOpen) (permanent);
+/// 4. on `Err`, rolls back before deciding, every level `f` left open included (MySQL's
+///    1205 leaves the transaction open with the earlier statements applied), then retries when
+///    the policy retries the error's kind.
 ///
 /// # The commit boundary
 /// A failed COMMIT is judged apart ([`Phase::Commit`](txretry_core::Phase::Commit)): only
@@ -206,8 +210,16 @@ where
             return Err(unless_usable(failure, true));
         }
     };
-    let body =
-        f(tx.conn).and_then(|value| C::before_commit(tx.conn).map(|()| value).map_err(E::from));
+    let body = f(tx.conn)
+        .and_then(|value| {
+            let depth =
+                AnsiTransactionManager::transaction_manager_status_mut(tx.conn).transaction_depth();
+            match NestedTransactionLeftOpen::at(depth) {
+                None => Ok(value),
+                Some(error) => Err(E::from(error)),
+            }
+        })
+        .and_then(|value| C::before_commit(tx.conn).map(|()| value).map_err(E::from));
     let value = match body {
         Ok(value) => value,
         Err(error) => {
@@ -257,21 +269,27 @@ impl<'c, C: Dialect> Open<'c, C> {
         })
     }
 
-    /// Ends the transaction with ROLLBACK, if Diesel still counts it open; whether the
-    /// connection can run another transaction.
+    /// Ends the transaction with ROLLBACK, if Diesel still counts it open, and every
+    /// nested transaction the closure left open before it; whether the connection can run
+    /// another transaction.
     fn roll_back(&mut self) -> bool {
         self.open = false;
-        match AnsiTransactionManager::rollback_transaction(self.conn) {
-            Ok(()) | Err(Error::NotInTransaction) => true,
-            Err(Error::BrokenTransactionManager) => false,
-            // The ROLLBACK failed. Asking again tells, without sending anything when no
-            // transaction is counted open, whether Diesel still counts one (the server
-            // may have ended it itself: SQLite after some failures), or gave up on the
-            // connection.
-            Err(_) => matches!(
-                AnsiTransactionManager::rollback_transaction(self.conn),
-                Ok(()) | Err(Error::NotInTransaction)
-            ),
+        // Each ROLLBACK (TO SAVEPOINT) that succeeds ends one level, so this ends; asked
+        // with no transaction counted open, Diesel sends nothing.
+        loop {
+            match AnsiTransactionManager::rollback_transaction(self.conn) {
+                Ok(()) => {}
+                Err(Error::NotInTransaction) => return true,
+                Err(Error::BrokenTransactionManager) => return false,
+                // The ROLLBACK failed. Asking again tells whether Diesel still counts
+                // one (the server may have ended it itself: SQLite after some failures),
+                // or gave up on the connection.
+                Err(_) => match AnsiTransactionManager::rollback_transaction(self.conn) {
+                    Ok(()) => {}
+                    Err(Error::NotInTransaction) => return true,
+                    Err(_) => return false,
+                },
+            }
         }
     }
 
