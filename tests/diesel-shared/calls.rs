@@ -34,8 +34,8 @@ pub(crate) use get_result;
 macro_rules! begin_nested {
     ($conn:expr) => {
         <diesel::connection::AnsiTransactionManager as diesel::connection::TransactionManager<
-                            _,
-                        >>::begin_transaction($conn)
+                                                            _,
+                                                        >>::begin_transaction($conn)
     };
 }
 pub(crate) use begin_nested;
@@ -44,11 +44,11 @@ pub(crate) use begin_nested;
 macro_rules! depth {
     ($conn:expr) => {
         <diesel::connection::AnsiTransactionManager as diesel::connection::TransactionManager<
-                            _,
-                        >>::transaction_manager_status_mut($conn)
-                        .transaction_depth()
-                        .expect("a working transaction manager")
-                        .map_or(0, |depth| depth.get())
+                                                            _,
+                                                        >>::transaction_manager_status_mut($conn)
+                                                        .transaction_depth()
+                                                        .expect("a working transaction manager")
+                                                        .map_or(0, |depth| depth.get())
     };
 }
 pub(crate) use depth;

@@ -12,6 +12,7 @@ mod commit_fault;
 mod common;
 mod dialect;
 mod lock_wait_timeout;
+mod nested;
 mod options;
 
 #[path = "../sea-orm-shared/bank.rs"]

@@ -35,6 +35,12 @@ use crate::codes::extract;
 ///   COMMIT would have rolled back silently). On MySQL/MariaDB a swallowed deadlock (1213)
 ///   has already rolled the transaction back and later statements ran on their own: no
 ///   runner can undo that, so propagate errors with `?`.
+/// - Nesting on MySQL/MariaDB: a deadlock inside SeaORM's `tx.transaction(|t| …)` is not
+///   retried. The server's rollback of the whole transaction removed the savepoint, and
+///   SeaORM returns its failed `ROLLBACK TO SAVEPOINT` (`1305 SAVEPOINT … does not
+///   exist`, permanent) in place of the 1213. Nest with `tx.begin()` and `?` instead, so
+///   the 1213 itself reaches the runner; Postgres and SQLite keep the savepoint and are
+///   not affected.
 /// - A failure at COMMIT keeps its verdict only when the server said "not committed" (a
 ///   serialization failure, a deadlock, `SQLITE_BUSY`, a deferred constraint). A lost
 ///   connection or a connection-class code there is
