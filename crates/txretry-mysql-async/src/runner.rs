@@ -83,7 +83,12 @@ where
 ///
 /// # Cancellation
 /// If the returned future is dropped mid-attempt, the connection is closed (in the
-/// background) rather than returned to the pool with a half-finished exchange.
+/// background) rather than returned to the pool with a half-finished exchange. Its pool
+/// slot is free at once; a statement the server was running goes on until it ends (a lock
+/// wait: up to `innodb_lock_wait_timeout`), holding the transaction's locks, so under
+/// repeated timeouts the server can hold more sessions than the pool's maximum. Bound
+/// statements on every connection with `OptsBuilder::setup` (`SET SESSION
+/// innodb_lock_wait_timeout = …`; not `init`, which the pool's reset undoes).
 ///
 /// # Admission across processes
 /// Under a policy whose [`Admission`](txretry_core::Admission) is
