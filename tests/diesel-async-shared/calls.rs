@@ -62,19 +62,21 @@ pub(crate) use get_result;
 
 /// Begins a nested transaction (a savepoint) by hand and leaves it open.
 macro_rules! begin_nested {
-    ($conn:expr) => {
-        <diesel_async::AnsiTransactionManager as diesel_async::TransactionManager<_>>::begin_transaction($conn).await
-    };
+    ($conn:expr) => {{
+        use diesel_async::{AnsiTransactionManager, TransactionManager};
+        AnsiTransactionManager::begin_transaction($conn).await
+    }};
 }
 pub(crate) use begin_nested;
 
 /// How many transactions diesel-async counts open on the connection (0: none).
 macro_rules! depth {
-    ($conn:expr) => {
-        <diesel_async::AnsiTransactionManager as diesel_async::TransactionManager<_>>::transaction_manager_status_mut($conn)
+    ($conn:expr) => {{
+        use diesel_async::{AnsiTransactionManager, TransactionManager};
+        AnsiTransactionManager::transaction_manager_status_mut($conn)
             .transaction_depth()
             .expect("a working transaction manager")
             .map_or(0, |depth| depth.get())
-    };
+    }};
 }
 pub(crate) use depth;

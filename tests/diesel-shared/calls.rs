@@ -32,23 +32,21 @@ pub(crate) use get_result;
 
 /// Begins a nested transaction (a savepoint) by hand and leaves it open.
 macro_rules! begin_nested {
-    ($conn:expr) => {
-        <diesel::connection::AnsiTransactionManager as diesel::connection::TransactionManager<
-                                                            _,
-                                                        >>::begin_transaction($conn)
-    };
+    ($conn:expr) => {{
+        use diesel::connection::{AnsiTransactionManager, TransactionManager};
+        AnsiTransactionManager::begin_transaction($conn)
+    }};
 }
 pub(crate) use begin_nested;
 
 /// How many transactions Diesel counts open on the connection (0: none).
 macro_rules! depth {
-    ($conn:expr) => {
-        <diesel::connection::AnsiTransactionManager as diesel::connection::TransactionManager<
-                                                            _,
-                                                        >>::transaction_manager_status_mut($conn)
-                                                        .transaction_depth()
-                                                        .expect("a working transaction manager")
-                                                        .map_or(0, |depth| depth.get())
-    };
+    ($conn:expr) => {{
+        use diesel::connection::{AnsiTransactionManager, TransactionManager};
+        AnsiTransactionManager::transaction_manager_status_mut($conn)
+            .transaction_depth()
+            .expect("a working transaction manager")
+            .map_or(0, |depth| depth.get())
+    }};
 }
 pub(crate) use depth;
