@@ -88,3 +88,33 @@ async fn killed_connection_is_discarded_and_retried_when_opted_in() {
     assert_eq!(value(observer, t, 1).await, 2);
     db.finish().await;
 }
+
+/// A pool the application disconnected is permanent, as sqlx's closed pool is: no retry
+/// reopens it, so even a policy that rides out outages (`high_availability()`, which
+/// retries connection failures for 60 s) returns at once, after one attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disconnected_pool_is_permanent_even_under_high_availability() {
+    let Some(url) = url("mysql_async::a_disconnected_pool_is_permanent") else {
+        return;
+    };
+    let pool = pool(&url);
+    pool.clone().disconnect().await.unwrap();
+    let mut ran = 0;
+    let err =
+        txretry::mysql_async::transaction(&pool, &RetryPolicy::high_availability(), async |_tx| {
+            ran += 1;
+            Ok::<_, mysql_async::Error>(())
+        })
+        .await
+        .expect_err("the pool is disconnected");
+    assert!(
+        matches!(
+            err.error(),
+            mysql_async::Error::Driver(mysql_async::DriverError::PoolDisconnected)
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.outcome().verdict(), Verdict::Permanent, "{err:?}");
+    assert_eq!(err.outcome().attempts(), 1);
+    assert_eq!(ran, 0);
+}

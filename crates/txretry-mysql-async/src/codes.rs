@@ -38,11 +38,11 @@ pub fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
     error.downcast_ref::<DriverError>().and_then(driver_code)
 }
 
-/// The driver errors that mean the connection is gone or cannot be had.
+/// The driver errors that mean the connection is gone or cannot be had. Not
+/// `PoolDisconnected`: the application disconnected the pool, and no retry reopens it.
 fn driver_code(error: &DriverError) -> Option<Code> {
     match error {
         DriverError::ConnectionClosed => Some(Code::Driver("connection closed")),
-        DriverError::PoolDisconnected => Some(Code::Driver("pool disconnected")),
         DriverError::PacketOutOfOrder => Some(Code::Driver("packet out of order")),
         _ => None,
     }
@@ -96,10 +96,6 @@ mod tests {
             Some(Code::Driver("connection closed"))
         );
         assert_eq!(
-            extract(&Error::Driver(DriverError::PoolDisconnected)),
-            Some(Code::Driver("pool disconnected"))
-        );
-        assert_eq!(
             extract(&DriverError::PacketOutOfOrder),
             Some(Code::Driver("packet out of order"))
         );
@@ -112,6 +108,7 @@ mod tests {
             supplied: 1,
         });
         assert_eq!(extract(&err), None);
+        assert_eq!(extract(&Error::Driver(DriverError::PoolDisconnected)), None);
         assert_eq!(
             extract(&Error::Driver(DriverError::NestedTransaction)),
             None

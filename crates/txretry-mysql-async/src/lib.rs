@@ -16,11 +16,11 @@ setup ([`extract`]):
 | `Error::Server(ServerError { code, .. })`, or a `ServerError` link | `Code::MySql(code)` |
 | `Error::Io(..)`, or an `IoError` link | `Code::Driver("io")` |
 | `Error::Driver(DriverError::ConnectionClosed)` | `Code::Driver("connection closed")` |
-| `Error::Driver(DriverError::PoolDisconnected)` | `Code::Driver("pool disconnected")` |
 | `Error::Driver(DriverError::PacketOutOfOrder)` | `Code::Driver("packet out of order")` |
 
 Other driver errors (a parameter count mismatch, a value that does not convert, …) carry no
-code and are permanent.
+code and are permanent; so does `PoolDisconnected`: the application disconnected the pool,
+and no retry reopens it.
 
 # Runner
 [`transaction`] / [`transaction_with`] take a `&Pool` and use a fresh connection from it
