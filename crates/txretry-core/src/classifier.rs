@@ -176,11 +176,25 @@ impl Classifier {
                 Some(code),
             );
         }
-        if self.message_fallback == MessageFallback::Off
-            || links(error, MAX_LINKS)
-                .skip(self.depth.saturating_add(1))
-                .any(|link| code_of(link).is_some())
-        {
+        let deeper = links(error, MAX_LINKS)
+            .enumerate()
+            .skip(self.depth.saturating_add(1))
+            .find_map(|(level, link)| Some((level, code_of(link)?)));
+        if let Some((level, code)) = deeper {
+            // Wrapped once too often (two `anyhow` contexts, a `thiserror` enum around a
+            // wrapper): a code that would be retried goes unseen, and nothing else says so.
+            if !matches!(self.verdict_for(code), None | Some(Verdict::Permanent)) {
+                tracing::warn!(
+                    target: "txretry",
+                    %code,
+                    level,
+                    depth = self.depth,
+                    "judged permanent: the error's code lies deeper in its source() chain than the classifier looks; raise Classifier::depth, or wrap the driver's error fewer times"
+                );
+            }
+            return Classification::PERMANENT;
+        }
+        if self.message_fallback == MessageFallback::Off {
             return Classification::PERMANENT;
         }
         for link in links(error, self.depth) {

@@ -107,6 +107,66 @@ fn anyhow_context_is_classified_through_one_level_but_not_two() {
     );
 }
 
+/// What the classifier logs (target `txretry`) while `f` runs.
+fn logged(f: impl FnOnce()) -> String {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let bytes = buffer.0.lock().unwrap().clone();
+    String::from_utf8(bytes).unwrap()
+}
+
+/// A code the classifier does not reach would have been retried: it says so, with the
+/// code and how deep it was; a deeper code that is permanent anyway, or one within the
+/// depth, logs nothing.
+#[test]
+fn a_retryable_code_beyond_depth_is_judged_permanent_with_a_warning() {
+    let two = anyhow::Error::new(db("40P01", "deadlock detected"))
+        .context("saving order")
+        .context("handling request");
+    let as_dyn: &(dyn Error + 'static) = two.as_ref();
+    let log = logged(|| assert_eq!(classify(as_dyn).verdict, Verdict::Permanent));
+    assert!(log.contains("WARN"), "{log}");
+    assert!(log.contains("code=SQLSTATE 40P01"), "{log}");
+    assert!(log.contains("level=2 depth=1"), "{log}");
+    assert!(log.contains("Classifier::depth"), "{log}");
+
+    let unique = anyhow::Error::new(db("23505", "duplicate key"))
+        .context("saving order")
+        .context("handling request");
+    let as_dyn: &(dyn Error + 'static) = unique.as_ref();
+    assert_eq!(
+        logged(|| {
+            let _ = classify(as_dyn);
+        }),
+        ""
+    );
+    let one = anyhow::Error::new(db("40P01", "deadlock detected")).context("saving order");
+    let as_dyn: &(dyn Error + 'static) = one.as_ref();
+    assert_eq!(
+        logged(|| {
+            let _ = classify(as_dyn);
+        }),
+        ""
+    );
+}
+
 #[test]
 fn a_source_that_returns_itself_terminates_as_permanent() {
     #[derive(Debug)]
