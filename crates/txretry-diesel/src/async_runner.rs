@@ -81,7 +81,7 @@ where
 ///    the COMMIT succeeded. When `f` returns `Ok` with a nested transaction still open (a
 ///    `conn.transaction(…)` whose future a timeout or `select!` dropped), COMMIT would only
 ///    release its savepoint: the runner rolls every level back instead and fails with
-///    [`NestedTransactionLeftOpen`](crate::NestedTransactionLeftOpen) (permanent);
+///    [`NestedTransactionLeftOpen`] (permanent);
 /// 4. on `Err`, rolls back before deciding, every level `f` left open included (MySQL's
 ///    1205 leaves the transaction open with the earlier statements applied), then retries when
 ///    the policy retries the error's kind.
