@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use super::{Inner, PolicyError, RetryPolicy};
 use crate::event::{GiveUpHook, RetryHook};
-use crate::{Admission, Backoff, Classifier, GiveUpEvent, Jitter, KindSet, RetryEvent};
+use crate::{
+    Admission, Backoff, Classifier, GiveUpEvent, Jitter, KindSet, RetryBudget, RetryEvent,
+};
 
 /// Builds a [`RetryPolicy`]; every setting starts at its default (see [`RetryPolicy`]).
 #[derive(Clone)]
@@ -21,6 +23,9 @@ pub struct RetryPolicyBuilder {
     pub(super) on_give_up: Option<GiveUpHook>,
     pub(super) admission: Option<Admission>,
     pub(super) failover: Option<Duration>,
+    /// The budget of the policy this builder came from ([`RetryPolicy::to_builder`]): a
+    /// variant of a tool call's policy still draws on the call's budget.
+    pub(super) scope: Option<RetryBudget>,
 }
 
 impl Default for RetryPolicyBuilder {
@@ -37,6 +42,7 @@ impl Default for RetryPolicyBuilder {
             on_give_up: None,
             admission: None,
             failover: None,
+            scope: None,
         }
     }
 }
@@ -235,7 +241,7 @@ impl RetryPolicyBuilder {
                 on_give_up: self.on_give_up,
                 admission: self.admission,
                 failover: self.failover,
-                scope: None,
+                scope: self.scope,
             }),
         })
     }

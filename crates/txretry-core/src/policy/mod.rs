@@ -115,7 +115,10 @@ impl RetryPolicy {
     }
 
     /// A builder holding this policy's settings, to derive a variant (say, the default
-    /// policy with an `on_retry` hook) without restating the rest.
+    /// policy with an `on_retry` hook) without restating the rest. Its
+    /// [budget](RetryPolicy::budget) too: a variant of a tool call's policy (txretry-tool's
+    /// `ToolContext::policy`) still draws on the call's budget, through which the call
+    /// learns what committed.
     ///
     /// ```
     /// use txretry_core::RetryPolicy;
@@ -141,6 +144,7 @@ impl RetryPolicy {
             on_give_up: p.on_give_up.clone(),
             admission: p.admission.clone(),
             failover: p.failover,
+            scope: p.scope.clone(),
         }
     }
 

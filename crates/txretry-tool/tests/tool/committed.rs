@@ -20,10 +20,11 @@ struct Shipped {
 }
 
 /// Calls a tool `ship` under a budget of 5 on a database of its own. Its handler runs tx1
-/// (through the runner, commits a log row); then the other writer takes the lock and tx2
+/// (through the runner, commits a log row; under `ctx.policy()`, or with `variant` under a
+/// variant of it built with `to_builder`); then the other writer takes the lock and tx2
 /// runs: outside any runner when `tx2_in_runner` is false, else through the runner (which
 /// releases the other writer after its first failure).
-async fn ship(tx2_in_runner: bool) -> Shipped {
+async fn ship(tx2_in_runner: bool, variant: bool) -> Shipped {
     let db = Db::new(SCHEMA);
     let pool = db.pool().await;
     let (runs, tx2_attempts) = (Counter::default(), Counter::default());
@@ -39,7 +40,13 @@ async fn ship(tx2_in_runner: bool) -> Shipped {
         shared,
         move |ctx, (pool, path, runs, tx2_attempts)| async move {
             runs.bump();
-            txretry_sqlx::transaction(&pool, ctx.policy(), async |tx| {
+            let tx1_policy = if variant {
+                let attempts = ctx.policy().max_attempts() + 1;
+                ctx.policy().to_builder().max_attempts(attempts).build()?
+            } else {
+                ctx.policy().clone()
+            };
+            txretry_sqlx::transaction(&pool, &tx1_policy, async |tx| {
                 sqlx::query("INSERT INTO log (note) VALUES ('tx1')")
                     .execute(&mut **tx)
                     .await
@@ -71,7 +78,19 @@ async fn ship(tx2_in_runner: bool) -> Shipped {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p3_committed_tx1_then_transient_tx2_outside_the_runner_is_not_rerun() {
-    let shipped = ship(false).await;
+    committed_tx1_is_not_rerun(false).await;
+}
+
+/// A variant of the call's policy (`ctx.policy().to_builder()…build()`) keeps the call's
+/// budget, through which the call learns that tx1 committed: it is not run again either.
+/// (`to_builder` dropped the budget: the handler ran again and tx1 committed twice.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p3_committed_tx1_under_a_variant_of_the_policy_is_not_rerun() {
+    committed_tx1_is_not_rerun(true).await;
+}
+
+async fn committed_tx1_is_not_rerun(variant: bool) {
+    let shipped = ship(false, variant).await;
     let f = failure(shipped.answer);
 
     assert_eq!(
@@ -95,7 +114,7 @@ async fn p3_committed_tx1_then_transient_tx2_outside_the_runner_is_not_rerun() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p3_transient_tx2_inside_the_runner_is_retried_in_place() {
-    let shipped = ship(true).await;
+    let shipped = ship(true, false).await;
 
     assert_eq!(shipped.answer.unwrap(), json!("shipped"));
     assert_eq!(shipped.runs, 1, "the handler ran once");
