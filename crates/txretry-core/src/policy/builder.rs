@@ -174,6 +174,12 @@ impl RetryPolicyBuilder {
     /// `max_attempts` nor a tool call's [`RetryBudget`](crate::RetryBudget)); `max_elapsed`, when set, still bounds
     /// the whole loop.
     ///
+    /// The outage's clock starts when its first failure is judged (an attempt that takes
+    /// 10 s to fail, a connect timeout, starts it 10 s after it began) and stops at the
+    /// first failure of another kind (a deadlock after the new primary answers): a later
+    /// outage has the whole `max_outage` again. A tool call's runners share the call's
+    /// outage: a runner that gave up on it ends the call.
+    ///
     /// What stays safe: a failure before COMMIT was sent means the server rolled the
     /// attempt back, and the runners discard the connection so the next attempt connects
     /// anew (to the new primary, through a proxy or a multi-host URL). A failure *at*

@@ -276,6 +276,13 @@ impl Toolbox {
                 && (committed_unrecorded || !entry.descriptor.restart_safe)
             {
                 failure = failure.stops(StopReason::NotRestartable);
+            } else if runner_outcome
+                .as_ref()
+                .is_some_and(|o| o.stop_reason() == StopReason::OutageExceeded)
+            {
+                // A runner rode the outage out for the whole failover budget: that was the
+                // call's budget (`ctx.policy()`), and this loop would start its clock again.
+                failure = failure.stops(StopReason::OutageExceeded);
             }
 
             // The run's failure is listed after the runners' attempts; one a runner gave up

@@ -8,6 +8,7 @@ mod committed;
 mod config;
 mod events;
 mod gate;
+mod outage;
 mod outcomes;
 mod postgres;
 mod precedence;
