@@ -74,13 +74,11 @@ fn tool(plan: Arc<ToolPlan>, pool: Arc<Pool>) -> Tool {
         tool = tool.roles(roles.clone());
     }
     if let Some(once) = &plan.once {
-        // Each key parameter with its default: a call that leaves one out and a call that
-        // sends its default are the same call.
-        let key: Vec<(String, Value)> = (once.key.iter())
-            .map(|name| {
-                let default = plan.params[name].default.clone();
-                (name.clone(), default.unwrap_or(Value::Null))
-            })
+        // Each key parameter with its declaration: the key holds the values as parsed, so
+        // a call that leaves one out and a call that sends its default are the same call,
+        // and so are `5` and `5.0` for a number.
+        let key: Vec<(String, ParamDecl)> = (once.key.iter())
+            .map(|name| (name.clone(), plan.params[name].clone()))
             .collect();
         let mut record = Once::key_from_args(move |args: &Value| once_key(&key, args));
         if let Some(table) = &once.table {
@@ -92,14 +90,19 @@ fn tool(plan: Arc<ToolPlan>, pool: Arc<Pool>) -> Tool {
     tool
 }
 
-/// The key of a `once` call: the key parameters' values (a missing one: its default), as a
-/// JSON array (`[7,"r-19"]`).
-fn once_key(key: &[(String, Value)], args: &Value) -> String {
+/// The key of a `once` call: the key parameters' values as [`parse_arg`] reads them (a
+/// missing one: its default; a number: as a number whatever its JSON spelling), as a JSON
+/// array (`[7,"r-19"]`). The arguments were checked before: one that does not parse (it
+/// cannot happen) goes into the key as given.
+fn once_key(key: &[(String, ParamDecl)], args: &Value) -> String {
     let values: Vec<Value> = key
         .iter()
-        .map(|(name, default)| match args.get(name) {
-            Some(Value::Null) | None => default.clone(),
-            Some(value) => value.clone(),
+        .map(|(name, decl)| {
+            let given = args.get(name);
+            parse_arg(decl, given).map_or_else(
+                |_| given.cloned().unwrap_or(Value::Null),
+                |value| value.to_json(),
+            )
         })
         .collect();
     Value::from(values).to_string()
@@ -191,7 +194,7 @@ mod tests {
         let left_out = super::parse_arg(&with_default, None).unwrap();
         assert_eq!(null, left_out);
         assert_eq!(left_out, SqlValue::Text("d".into()));
-        let key = [("k".to_owned(), json!("d"))];
+        let key = [("k".to_owned(), with_default.clone())];
         assert_eq!(
             super::once_key(&key, &json!({"k": null})),
             super::once_key(&key, &json!({}))
@@ -216,8 +219,11 @@ mod tests {
     #[test]
     fn a_key_parameter_left_out_is_its_default() {
         let key = [
-            ("order".to_owned(), Value::Null),
-            ("line".to_owned(), json!(1)),
+            ("order".to_owned(), decl(json!({"type": "string"}))),
+            (
+                "line".to_owned(),
+                decl(json!({"type": "integer", "default": 1})),
+            ),
         ];
         let sent = super::once_key(&key, &json!({"order": "o-7", "line": 1}));
         let defaulted = super::once_key(&key, &json!({"order": "o-7"}));
@@ -227,5 +233,16 @@ mod tests {
             sent,
             super::once_key(&key, &json!({"order": "o-7", "line": 2}))
         );
+    }
+
+    /// A JavaScript host sends `5`, a Python host resending the same call `5.0`: for a
+    /// number, one value, so one key (they were two calls, and the work ran twice).
+    #[test]
+    fn a_number_key_is_the_same_however_it_is_spelled() {
+        let key = [("amount".to_owned(), decl(json!({"type": "number"})))];
+        let whole = super::once_key(&key, &json!({"amount": 5}));
+        assert_eq!(whole, super::once_key(&key, &json!({"amount": 5.0})));
+        assert_eq!(whole, super::once_key(&key, &json!({"amount": 5.000})));
+        assert_ne!(whole, super::once_key(&key, &json!({"amount": 5.5})));
     }
 }

@@ -187,3 +187,37 @@ tools:
 }
 
 crate::on_each_database!(values_land_as_given_whatever_the_column_type);
+
+/// A `once` key holds a number as a number: `5` from one host and `5.0` from another
+/// resending the same call are one call, answered from its record (they were two keys,
+/// and the payment ran twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_number_in_a_once_key_is_one_key_however_it_is_spelled() {
+    let db = Db::sqlite().await;
+    db.exec("CREATE TABLE paid (acct INTEGER NOT NULL, amount DOUBLE PRECISION NOT NULL)")
+        .await;
+    let config = db.write(
+        "once-number.yaml",
+        r#"
+sources:
+  shop: { url: "${VALUES_DB_URL}" }
+tools:
+  pay:
+    source: shop
+    description: Pay an amount into an account, once.
+    parameters:
+      acct: { type: integer, description: The account. }
+      amount: { type: number, description: How much. }
+    once: { key: [acct, amount] }
+    statements:
+      - sql: INSERT INTO paid (acct, amount) VALUES (:acct, :amount)
+"#,
+    );
+    let client = stdio(&config, &[], &[("VALUES_DB_URL", db.url.as_str())]).await;
+    let first = outcome(&client, "pay", json!({"acct": 1, "amount": 5})).await;
+    committed(&first);
+    let again = outcome(&client, "pay", json!({"acct": 1, "amount": 5.0})).await;
+    committed(&again);
+    client.cancel().await.unwrap();
+    assert_eq!(db.ints("SELECT count(*) FROM paid").await, [1], "paid once");
+}
