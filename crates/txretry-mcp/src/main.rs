@@ -52,6 +52,10 @@ enum Command {
         /// instead of stdio; callers are the config's bearer tokens.
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
+        /// With --http: a name clients reach the server by, answered besides loopback's
+        /// and the bound address (repeatable; the `Host` check against DNS rebinding).
+        #[arg(long = "allowed-host", value_name = "HOST")]
+        allowed_hosts: Vec<String>,
         /// A role of the stdio caller (repeatable; not with --http).
         #[arg(long = "role", value_name = "ROLE")]
         roles: Vec<String>,
@@ -63,6 +67,20 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Serve {
+        http: None,
+        allowed_hosts,
+        ..
+    } = &cli.command
+        && !allowed_hosts.is_empty()
+    {
+        Cli::command()
+            .error(
+                ErrorKind::ArgumentConflict,
+                "--allowed-host names hosts the HTTP server answers: it needs --http",
+            )
+            .exit();
+    }
     if let Command::Serve {
         http: Some(_),
         roles,
@@ -104,9 +122,10 @@ async fn run(command: Command) -> ExitCode {
         Command::Serve {
             config,
             http,
+            allowed_hosts,
             roles,
             toolset,
-        } => (config, Some((http, roles, toolset))),
+        } => (config, Some((http, roles, toolset, allowed_hosts))),
     };
     let refused = |errors: Vec<config::ConfigError>| {
         eprintln!(
@@ -126,7 +145,7 @@ async fn run(command: Command) -> ExitCode {
         }
     };
     let addr = match serving
-        .and_then(|(http, _, _)| http.as_deref())
+        .and_then(|(http, _, _, _)| http.as_deref())
         .map(parse_addr)
     {
         Some(Ok(addr)) => Some(addr),
@@ -136,7 +155,7 @@ async fn run(command: Command) -> ExitCode {
         }
         None => None,
     };
-    if let Some((_, _, Some(set))) = serving
+    if let Some((_, _, Some(set), _)) = serving
         && !config.toolsets.contains_key(set)
     {
         eprintln!("txretry-mcp: --toolset: {path} declares no toolset {set:?}");
@@ -150,7 +169,7 @@ async fn run(command: Command) -> ExitCode {
         Ok(prepared) => prepared,
         Err(errors) => return refused(errors),
     };
-    let Some((_, roles, toolset)) = serving else {
+    let Some((_, roles, toolset, allowed_hosts)) = serving else {
         let count = |n: usize, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
         println!(
             "{path}: OK: {}, {} prepared on {}",
@@ -179,7 +198,7 @@ async fn run(command: Command) -> ExitCode {
             }
             serve::stdio(toolbox, relay, caller).await
         }
-        Some(addr) => serve_http(toolbox, relay, &config, addr).await,
+        Some(addr) => serve_http(toolbox, relay, &config, addr, allowed_hosts).await,
     };
     for pool in pools.values() {
         pool.close().await;
@@ -200,6 +219,7 @@ async fn serve_http(
     relay: RetryRelay,
     config: &Config,
     addr: SocketAddr,
+    allowed_hosts: &[String],
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let tokens = Tokens::new(&config.tokens);
     if tokens.is_empty() {
@@ -213,7 +233,8 @@ async fn serve_http(
     })?;
     // Port 0 takes a free one: say which.
     println!("listening on http://{}/mcp", listener.local_addr()?);
-    serve::http(toolbox, relay, tokens, listener).await
+    let hosts = serve::Hosts::answered(addr.ip(), allowed_hosts);
+    serve::http(toolbox, relay, tokens, listener, hosts).await
 }
 
 /// Why a bind failed: for the usual reasons, the kind's words ("address in use"), which the

@@ -1,6 +1,7 @@
 //! `txretry-mcp serve`: the toolbox as an MCP server over stdio (one client, the caller set
 //! by flags) or streamable HTTP (each request's caller from its bearer token).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
@@ -51,6 +52,7 @@ pub async fn http(
     relay: RetryRelay,
     tokens: Tokens,
     listener: TcpListener,
+    hosts: Hosts,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let server = ToolboxServer::new(toolbox, move |request: &_| {
         http_headers(request).and_then(|headers| tokens.caller(headers))
@@ -59,7 +61,10 @@ pub async fn http(
     .with_outcomes()
     .with_server_info(info())
     .with_instructions(INSTRUCTIONS);
-    let config = StreamableHttpServerConfig::default();
+    let config = match hosts {
+        Hosts::Any => StreamableHttpServerConfig::default().disable_allowed_hosts(),
+        Hosts::Named(names) => StreamableHttpServerConfig::default().with_allowed_hosts(names),
+    };
     let stop = config.cancellation_token.clone();
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
@@ -74,6 +79,33 @@ pub async fn http(
         })
         .await?;
     Ok(())
+}
+
+/// The `Host` headers the HTTP server answers; rmcp refuses the others, so that a web page
+/// cannot reach a server on loopback through a DNS name of its own (DNS rebinding).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hosts {
+    /// These names and addresses (any port).
+    Named(Vec<String>),
+    /// Any: the server listens on every interface, and cannot know the names it is
+    /// reached by. Every request still needs one of the config's bearer tokens.
+    Any,
+}
+
+impl Hosts {
+    /// For a server bound to `ip`: loopback's names, `ip` itself and every `named` one;
+    /// bound to every interface (`0.0.0.0`, `[::]`) with nothing named, any.
+    pub fn answered(ip: IpAddr, named: &[String]) -> Hosts {
+        if ip.is_unspecified() && named.is_empty() {
+            return Hosts::Any;
+        }
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+        if !ip.is_unspecified() && !hosts.contains(&ip.to_string()) {
+            hosts.push(ip.to_string());
+        }
+        hosts.extend(named.iter().cloned());
+        Hosts::Named(hosts)
+    }
 }
 
 /// Ctrl-C, or SIGTERM on Unix.

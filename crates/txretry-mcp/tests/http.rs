@@ -204,6 +204,73 @@ async fn a_port_alone_binds_loopback_only(db: Db) {
     assert!(ran.stderr.contains("--http"), "{ran:?}");
 }
 
+/// Bound to an address of its own (127.0.0.2 here: tests reach nothing but loopback), the
+/// server answers requests made to that address, and to each `--allowed-host` name;
+/// another `Host` is refused (403). It answered loopback's names only, so a server bound to
+/// a machine's address refused every request made to that address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_answers_its_own_address_and_the_hosts_named() {
+    let db = Db::sqlite().await;
+    db.load("orders.sql").await;
+    let path = common::examples().join("orders.yaml");
+    let env = [("ORDERS_DATABASE_URL", db.url.as_str())];
+    let flags = ["--allowed-host", "mcp.test"];
+    let server = HttpServer::start_with(&path, "127.0.0.2:0", &flags, &env).await;
+    assert!(
+        server.url.starts_with("http://127.0.0.2:"),
+        "{}",
+        server.url
+    );
+    let client = server.client(Some(TELLER_TOKEN)).await;
+    assert!(
+        tool_names(&client).await.is_empty(),
+        "no tokens in orders.yaml"
+    );
+    client.cancel().await.unwrap();
+    let authority = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    assert_eq!(initialize_status(&authority, "mcp.test").await, 200);
+    assert_eq!(initialize_status(&authority, "elsewhere.test").await, 403);
+    // The flag is the HTTP server's.
+    let ran = common::run(
+        &[
+            "serve",
+            "--config",
+            path.to_str().unwrap(),
+            "--allowed-host",
+            "x",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(ran.code, Some(2), "{ran:?}");
+    assert!(ran.stderr.contains("needs --http"), "{ran:?}");
+}
+
+/// The status of an `initialize` POSTed to `authority` with `Host: host`.
+async fn initialize_status(authority: &str, host: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    let port = authority.rsplit(':').next().unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = [0u8; 12];
+    common::within("the status line", stream.read_exact(&mut head))
+        .await
+        .unwrap();
+    let line = String::from_utf8_lossy(&head);
+    line["HTTP/1.1 ".len()..].trim().parse().unwrap()
+}
+
 /// An address of this machine other than loopback (the one a UDP socket would use).
 fn non_loopback_address() -> Option<std::net::IpAddr> {
     let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;

@@ -338,6 +338,16 @@ pub struct HttpServer {
 impl HttpServer {
     /// `serve --config PATH --http ADDR`, once it printed where it listens.
     pub async fn start(config: &Path, addr: &str, env: &[(&str, &str)]) -> HttpServer {
+        HttpServer::start_with(config, addr, &[], env).await
+    }
+
+    /// [`HttpServer::start`] with more flags.
+    pub async fn start_with(
+        config: &Path,
+        addr: &str,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> HttpServer {
         let mut command = tokio::process::Command::new(BIN);
         command
             .arg("serve")
@@ -345,6 +355,7 @@ impl HttpServer {
             .arg(config)
             .arg("--http")
             .arg(addr)
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
