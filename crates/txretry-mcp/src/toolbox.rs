@@ -105,7 +105,21 @@ fn once_key(key: &[(String, ParamDecl)], args: &Value) -> String {
             )
         })
         .collect();
-    Value::from(values).to_string()
+    storable(Value::from(values).to_string())
+}
+
+/// `key`, or, when it is longer than the records hold ([`Once::MAX_KEY_LEN`] bytes), its
+/// SHA-256 as `sha256:` and 64 hex digits: calls with the same values still share it, and
+/// no key of values looks like it (those are JSON arrays, with any NUL escaped). Refused
+/// instead, such a call could never run, whatever the host retried.
+fn storable(key: String) -> String {
+    use sha2::{Digest, Sha256};
+    if key.len() <= Once::MAX_KEY_LEN {
+        return key;
+    }
+    let digest = Sha256::digest(key.as_bytes());
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 /// The JSON Schema of a tool's arguments.
@@ -233,6 +247,22 @@ mod tests {
             sent,
             super::once_key(&key, &json!({"order": "o-7", "line": 2}))
         );
+    }
+
+    /// A key too long for the records is its digest: the same values, the same key; other
+    /// values, another.
+    #[test]
+    fn a_key_the_records_cannot_hold_is_its_digest() {
+        let key = [("rid".to_owned(), decl(json!({"type": "string"})))];
+        let short = super::once_key(&key, &json!({"rid": "r-1"}));
+        assert_eq!(short, r#"["r-1"]"#);
+        let long = "é".repeat(200);
+        let digest = super::once_key(&key, &json!({ "rid": long }));
+        assert!(digest.starts_with("sha256:"), "{digest}");
+        assert_eq!(digest.len(), "sha256:".len() + 64);
+        assert_eq!(digest, super::once_key(&key, &json!({ "rid": long })));
+        let other = super::once_key(&key, &json!({ "rid": format!("{long}x") }));
+        assert_ne!(digest, other);
     }
 
     /// A JavaScript host sends `5`, a Python host resending the same call `5.0`: for a

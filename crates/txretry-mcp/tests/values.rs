@@ -221,3 +221,40 @@ tools:
     client.cancel().await.unwrap();
     assert_eq!(db.ints("SELECT count(*) FROM paid").await, [1], "paid once");
 }
+
+/// A `once` key longer than the records hold (255 bytes) is kept as its digest: the call
+/// runs, once, and its resend is answered from the record. It was refused as a temporary
+/// failure, which no retry could ever get past.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_once_key_longer_than_the_records_hold_still_runs_once() {
+    let db = Db::sqlite().await;
+    db.exec("CREATE TABLE seen (rid TEXT NOT NULL)").await;
+    let config = db.write(
+        "once-long.yaml",
+        r#"
+sources:
+  shop: { url: "${VALUES_DB_URL}" }
+tools:
+  note:
+    source: shop
+    description: Note a request, once.
+    parameters:
+      rid: { type: string, description: The request's id., max: 1000 }
+    once: { key: [rid] }
+    statements:
+      - sql: INSERT INTO seen (rid) VALUES (:rid)
+"#,
+    );
+    let client = stdio(&config, &[], &[("VALUES_DB_URL", db.url.as_str())]).await;
+    let rid = "r".repeat(400);
+    for _ in 0..2 {
+        let answer = outcome(&client, "note", json!({ "rid": rid })).await;
+        committed(&answer);
+    }
+    client.cancel().await.unwrap();
+    assert_eq!(
+        db.ints("SELECT count(*) FROM seen").await,
+        [1],
+        "noted once"
+    );
+}

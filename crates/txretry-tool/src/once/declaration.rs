@@ -73,6 +73,10 @@ struct Inner {
 }
 
 impl Once {
+    /// The longest idempotency key the records hold, in bytes (UTF-8): a longer one is
+    /// refused, as is one with a NUL character.
+    pub const MAX_KEY_LEN: usize = MAX_KEY_LEN;
+
     /// Exactly once, keyed by the call id, recorded in `txretry_tool_calls`.
     pub fn new() -> Once {
         Once::with(DEFAULT_TABLE.to_owned(), None)
