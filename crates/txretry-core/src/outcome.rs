@@ -10,7 +10,10 @@ use crate::{Code, StopReason, TransientKind, Verdict};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
     /// Before COMMIT was sent: acquiring the connection, BEGIN, the closure, a statement.
-    /// Nothing of the attempt was committed.
+    /// Nothing of the attempt was committed — unless the verdict is
+    /// [`Verdict::Ambiguous`]: a tool call's attempt that timed out (txretry-tool) is judged
+    /// in this phase whatever its handler was doing, a COMMIT included, so its work may
+    /// have landed.
     Body,
     /// While committing. Whether the transaction committed is known only when the server
     /// answered with a verdict that says "not committed" (a deadlock, a serialization
