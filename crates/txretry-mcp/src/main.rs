@@ -200,6 +200,9 @@ async fn run(command: Command) -> ExitCode {
         }
         Some(addr) => serve_http(toolbox, relay, &config, addr, allowed_hosts).await,
     };
+    // The calls dropped as serving stopped: their statements cancelled in the server before
+    // the process (and its runtime, with the cancels) goes.
+    txretry_mcp::engine::settled().await;
     for pool in pools.values() {
         pool.close().await;
     }

@@ -156,3 +156,93 @@ async fn an_attempt_that_times_out_has_its_statement_cancelled_and_its_locks_rel
     );
     client.cancel().await.unwrap();
 }
+
+/// SIGTERM while a call sleeps in its transaction: the server stops serving, drops the
+/// call, and cancels its statement in the server before it exits. (It exited with the
+/// cancel still on its way, often enough: the statement slept on, holding its locks.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_running_when_the_server_is_stopped_is_cancelled_before_it_exits() {
+    let Some(db) = Db::postgres("cancel::at_exit").await else {
+        return;
+    };
+    db.exec(TABLES).await;
+    let token = "cancel-token-0123456789abcdef";
+    let config = format!("{CONFIG}\nauth:\n  tokens:\n    - env: CANCEL_TOKEN\n      roles: []\n");
+    let config = db.write("cancel-http.yaml", &config);
+    // Every connection of the server's comes a second late, its statement's cancel too:
+    // well after the process would have exited without waiting for it.
+    let url = slow_relay(&db.url, Duration::from_secs(1)).await;
+    let mut server = common::HttpServer::start(
+        &config,
+        "127.0.0.1:0",
+        &[("CANCEL_URL", url.as_str()), ("CANCEL_TOKEN", token)],
+    )
+    .await;
+    let client = server.client(Some(token)).await;
+    let note = "at-exit";
+    let call = tokio::spawn(async move {
+        let request = CallToolRequestParams::new("slow_note")
+            .with_arguments(object(json!({"note": note, "wait_s": 600})));
+        let _ = client.peer().call_tool(request).await;
+    });
+    let sleeping = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+         AND query LIKE 'SELECT pg_sleep%' AND state = 'active'"
+    );
+    within("the transaction sleeps", async {
+        while db.ints(&sleeping).await[0] != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+
+    let pid = server.child.id().expect("running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let exit = within("the server exits", server.child.wait())
+        .await
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
+    call.abort();
+    // Cancelled before the exit: the backend has the signal, and stops at once. Left
+    // alone, it would sleep out its 10 minutes, past this guard.
+    within("the statement ends", async {
+        while db.ints(&sleeping).await[0] != 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(notes(&db, note).await, 0, "nothing committed");
+}
+
+/// `url` through a relay on loopback that holds every new connection `delay` before it
+/// connects on to `url`'s server.
+async fn slow_relay(url: &str, delay: Duration) -> String {
+    use std::str::FromStr;
+    let options = sqlx::postgres::PgConnectOptions::from_str(url).unwrap();
+    let upstream = format!("{}:{}", options.get_host(), options.get_port());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    // The authority replaced: what follows `user[:password]@`, or `scheme://`.
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (user, rest) = match rest.split_once('@') {
+        Some((user, rest)) => (format!("{user}@"), rest),
+        None => (String::new(), rest),
+    };
+    let path = rest.find(['/', '?']).map_or("", |at| &rest[at..]);
+    format!("{scheme}://{user}{relay}{path}")
+}

@@ -7,6 +7,8 @@ pub mod postgres;
 mod sqlite;
 mod stopper;
 
+pub use self::stopper::settled;
+
 use std::sync::Arc;
 
 use indexmap::IndexMap;

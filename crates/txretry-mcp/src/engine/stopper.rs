@@ -9,6 +9,7 @@
 //! connection of its own, when it is dropped armed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
@@ -28,6 +29,33 @@ const IDENTIFY: &str = "SELECT pg_backend_pid(), CAST(extract(epoch FROM now()) 
 const CANCEL: &str = "SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
      WHERE pid = $1 AND CAST(extract(epoch FROM xact_start) * 1000000 AS int8) = $2";
 
+/// Stoppers armed, and cancels on their way: the process waits for them before it exits
+/// ([`settled`]), or its runtime would drop a cancel half done (at a signal, or when the
+/// host goes away and the calls in flight are dropped) and the statement would run on,
+/// holding its locks.
+static PENDING: AtomicUsize = AtomicUsize::new(0);
+
+/// One fewer pending, when dropped: a cancel that ends, fails or is itself dropped.
+struct Pending;
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        PENDING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Waits until no call has a statement a stopper may have to cancel and every cancel sent
+/// has ended, for at most [`CANCEL_WAIT`]: what the server does before it exits, once it
+/// has stopped serving (its calls then end, or are dropped, at once).
+pub async fn settled() {
+    let wait = async {
+        while PENDING.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let _ = tokio::time::timeout(CANCEL_WAIT, wait).await;
+}
+
 /// Armed: cancels the transaction's statement in the server when dropped.
 pub struct Stopper {
     /// The pool's own (shared, not copied for every call).
@@ -44,6 +72,7 @@ impl Stopper {
     /// The query's that identifies the backend and its transaction.
     pub async fn arm(conn: &mut PgConnection, pool: &PgPool) -> Result<Stopper, sqlx::Error> {
         let (pid, started_us): (i32, i64) = sqlx::query_as(IDENTIFY).fetch_one(conn).await?;
+        PENDING.fetch_add(1, Ordering::SeqCst);
         Ok(Stopper {
             options: pool.connect_options(),
             pid,
@@ -55,6 +84,7 @@ impl Stopper {
     /// The statements have ended: nothing to stop.
     pub fn disarm(mut self) {
         self.armed = false;
+        PENDING.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -63,11 +93,13 @@ impl Drop for Stopper {
         if !self.armed {
             return;
         }
+        let pending = Pending;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let (options, pid, started_us) = (Arc::clone(&self.options), self.pid, self.started_us);
         runtime.spawn(async move {
+            let _pending = pending;
             let cancel = async {
                 let mut conn = options.connect().await?;
                 sqlx::query(CANCEL)
