@@ -280,7 +280,18 @@ impl ParamDecl {
     fn convert(&self, value: &Value) -> Result<SqlValue, String> {
         match self.kind {
             ParamKind::String => value.as_str().map(|s| SqlValue::Text(s.to_owned())),
-            ParamKind::Integer => value.as_i64().map(SqlValue::Integer),
+            // JSON Schema's `integer` is any number without a fraction: `2.0` too (Python
+            // hosts send whole floats). Only up to 2^53, where a float is exact: past it, a
+            // float may be an integer literal too long for 64 bits, rounded.
+            ParamKind::Integer => value
+                .as_i64()
+                .or_else(|| {
+                    value
+                        .as_f64()
+                        .filter(|x| x.fract() == 0.0 && x.abs() <= TWO_53)
+                        .map(|x| x as i64)
+                })
+                .map(SqlValue::Integer),
             ParamKind::Number => value.as_f64().map(SqlValue::Number),
             ParamKind::Boolean => value.as_bool().map(SqlValue::Boolean),
         }
@@ -294,6 +305,9 @@ impl ParamDecl {
         })
     }
 }
+
+/// 2^53: every whole float up to it is an exact integer.
+const TWO_53: f64 = 9_007_199_254_740_992.0;
 
 /// 2^63, exact as a float (i64::MAX is not): an i64 is in -2^63 .. 2^63.
 const TWO_63: f64 = 9_223_372_036_854_775_808.0;
@@ -373,10 +387,16 @@ mod tests {
         let below: Value = serde_json::from_str("-9223372036854775809").unwrap();
         assert_eq!(p.parse(&below).unwrap_err(), range);
         assert_eq!(p.parse(&json!(i64::MIN)), Ok(SqlValue::Integer(i64::MIN)));
+        // A whole float is an integer, as JSON Schema has it, while it is exact (2^53).
+        assert_eq!(p.parse(&json!(2.0)), Ok(SqlValue::Integer(2)));
+        assert_eq!(p.parse(&json!(-2e3)), Ok(SqlValue::Integer(-2000)));
+        let exact = 9_007_199_254_740_992.0_f64;
+        assert_eq!(p.parse(&json!(exact)), Ok(SqlValue::Integer(1 << 53)));
         assert_eq!(
-            p.parse(&json!(2.0)).unwrap_err(),
+            p.parse(&json!(exact * 2.0)).unwrap_err(),
             "expected an integer, got a number"
         );
+        assert_eq!(p.parse(&json!(9.3e18)).unwrap_err(), range);
     }
 
     #[test]
