@@ -185,12 +185,10 @@ async fn a_statement_running_when_the_server_is_stopped_is_cancelled_before_it_e
             .with_arguments(object(json!({"note": note, "wait_s": 600})));
         let _ = client.peer().call_tool(request).await;
     });
-    let sleeping = format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-         AND query LIKE 'SELECT pg_sleep%' AND state = 'active'"
-    );
+    let sleeping = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+         AND query LIKE 'SELECT pg_sleep%' AND state = 'active'";
     within("the transaction sleeps", async {
-        while db.ints(&sleeping).await[0] != 1 {
+        while db.ints(sleeping).await[0] != 1 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
@@ -210,7 +208,7 @@ async fn a_statement_running_when_the_server_is_stopped_is_cancelled_before_it_e
     // Cancelled before the exit: the backend has the signal, and stops at once. Left
     // alone, it would sleep out its 10 minutes, past this guard.
     within("the statement ends", async {
-        while db.ints(&sleeping).await[0] != 0 {
+        while db.ints(sleeping).await[0] != 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })

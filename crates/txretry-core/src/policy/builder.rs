@@ -171,7 +171,7 @@ impl RetryPolicyBuilder {
     /// `max_attempts` says. The waits start at 50 ms and double up to 500 ms (±20%
     /// jitter), so the first attempt after the new primary accepts writes comes within
     /// half a second. Retries within an outage draw on no attempt budget (neither
-    /// `max_attempts` nor a tool call's [`RetryBudget`](crate::RetryBudget)); `max_elapsed`, when set, still bounds
+    /// `max_attempts` nor a tool call's [`RetryBudget`]); `max_elapsed`, when set, still bounds
     /// the whole loop.
     ///
     /// The outage's clock starts when its first failure is judged (an attempt that takes

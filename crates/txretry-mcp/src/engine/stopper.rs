@@ -45,7 +45,7 @@ impl Drop for Pending {
 }
 
 /// Waits until no call has a statement a stopper may have to cancel and every cancel sent
-/// has ended, for at most [`CANCEL_WAIT`]: what the server does before it exits, once it
+/// has ended, for at most 10 s (`CANCEL_WAIT`): what the server does before it exits, once it
 /// has stopped serving (its calls then end, or are dropped, at once).
 pub async fn settled() {
     let wait = async {
