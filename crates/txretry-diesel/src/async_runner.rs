@@ -95,6 +95,11 @@ where
 /// call is not run again unless `options` are [`idempotent`](TxOptions::idempotent) — and
 /// even then not on this connection, see below.
 ///
+/// # A transaction of your own around it
+/// As for the blocking runner ([`transaction`](crate::transaction#a-transaction-of-your-own-around-it)):
+/// a `BEGIN` sent by hand, which diesel-async does not count, is joined or committed by
+/// the runner's own. Begin through diesel-async, or not at all.
+///
 /// # Errors inside the closure
 /// Propagate database errors out of `f` (with `?`): the runner retries only what it sees.
 /// On Postgres a swallowed error leaves the transaction aborted, and Postgres answers a

@@ -117,6 +117,13 @@ where
 /// below. Diesel's own `Error::RollbackErrorOnCommit` (the COMMIT failed and so did the
 /// ROLLBACK after it) is judged by its COMMIT error, and ends the loop.
 ///
+/// # A transaction of your own around it
+/// The runner begins through Diesel's transaction manager, so inside `conn.transaction(…)`
+/// it refuses to nest (Diesel counts the outer one). A `BEGIN` sent by hand
+/// (`batch_execute("BEGIN")`) is one Diesel does not count: on Postgres the runner's BEGIN
+/// only warns, and its COMMIT commits the work before it too; on MySQL the runner's BEGIN
+/// commits that work at once. Begin through Diesel, or not at all.
+///
 /// # Errors inside the closure
 /// Propagate database errors out of `f` (with `?`): the runner retries only what it sees.
 /// On Postgres, a swallowed error leaves the transaction aborted, and Postgres answers a

@@ -58,7 +58,9 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// The wait curve.
+    /// The wait curve. Nothing bounds its waits but [`max_delay`](Self::max_delay) and
+    /// [`max_elapsed`](Self::max_elapsed): `Backoff::Constant(Duration::MAX)` is taken,
+    /// and waits for ever.
     ///
     /// # Default
     /// `Backoff::Linear(150 ms)`.
@@ -139,7 +141,9 @@ impl RetryPolicyBuilder {
 
     /// Called once when the loop stops on a failure that was not a plain permanent one
     /// (retries or time ran out, a kind not retried, an ambiguous commit), with every
-    /// attempt's verdict. A panic in the hook is caught.
+    /// attempt's verdict. A panic in the hook is caught. The last failure decides: a
+    /// deadlock retried, then a permanent error (a constraint on the second attempt), is an
+    /// ordinary outcome, and fires nothing.
     ///
     /// # Default
     /// None (the event still goes to `tracing`, at warn level).
