@@ -64,8 +64,9 @@ impl ToolContext {
     /// recorded, so the invocation never runs the handler again after one.
     ///
     /// Its `on_give_up` hook is a no-op: the invocation reports the give-up once, when it
-    /// gives up itself. A variant (`ctx.policy().to_builder()…build()`) keeps the budget;
-    /// a policy built any other way does not, and a commit under it goes unrecorded.
+    /// gives up itself. A variant (`ctx.policy().to_builder()…build()`) keeps the budget,
+    /// so build it in the handler, for this call only; a policy built any other way has no
+    /// budget, and a commit under it goes unrecorded.
     pub fn policy(&self) -> &RetryPolicy {
         &self.policy
     }

@@ -118,7 +118,9 @@ impl RetryPolicy {
     /// policy with an `on_retry` hook) without restating the rest. Its
     /// [budget](RetryPolicy::budget) too: a variant of a tool call's policy (txretry-tool's
     /// `ToolContext::policy`) still draws on the call's budget, through which the call
-    /// learns what committed.
+    /// learns what committed. Such a variant belongs to that call: build it in the handler,
+    /// never keep it for later calls (it would spend, and report to, a call that is over).
+    /// Derive a policy for the whole application from one without a budget.
     ///
     /// ```
     /// use txretry_core::RetryPolicy;
