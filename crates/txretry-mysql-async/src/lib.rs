@@ -19,7 +19,7 @@ setup ([`extract`]):
 | `Error::Driver(DriverError::PacketOutOfOrder)` | `Code::Driver("packet out of order")` |
 
 Other driver errors (a parameter count mismatch, a value that does not convert, …) carry no
-code and are permanent; so does `PoolDisconnected`: the application disconnected the pool,
+code and are permanent, and so is `PoolDisconnected`: the application disconnected the pool,
 and no retry reopens it.
 
 # Runner
