@@ -54,7 +54,7 @@ enum Command {
         http: Option<String>,
         /// With --http: a name clients reach the server by, answered besides loopback's
         /// and the bound address (repeatable; the `Host` check against DNS rebinding).
-        #[arg(long = "allowed-host", value_name = "HOST")]
+        #[arg(long = "allowed-host", value_name = "HOST", requires = "http")]
         allowed_hosts: Vec<String>,
         /// A role of the stdio caller (repeatable; not with --http).
         #[arg(long = "role", value_name = "ROLE")]
@@ -67,20 +67,6 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Serve {
-        http: None,
-        allowed_hosts,
-        ..
-    } = &cli.command
-        && !allowed_hosts.is_empty()
-    {
-        Cli::command()
-            .error(
-                ErrorKind::ArgumentConflict,
-                "--allowed-host names hosts the HTTP server answers: it needs --http",
-            )
-            .exit();
-    }
     if let Command::Serve {
         http: Some(_),
         roles,

@@ -61,10 +61,12 @@ pub async fn http(
     .with_outcomes()
     .with_server_info(info())
     .with_instructions(INSTRUCTIONS);
-    let config = match hosts {
-        Hosts::Any => StreamableHttpServerConfig::default().disable_allowed_hosts(),
-        Hosts::Named(names) => StreamableHttpServerConfig::default().with_allowed_hosts(names),
-    };
+    let mut config = StreamableHttpServerConfig::default();
+    match hosts {
+        Hosts::Any => config = config.disable_allowed_hosts(),
+        // rmcp's own list is loopback's names.
+        Hosts::AlsoNamed(names) => config.allowed_hosts.extend(names),
+    }
     let stop = config.cancellation_token.clone();
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
@@ -85,8 +87,8 @@ pub async fn http(
 /// cannot reach a server on loopback through a DNS name of its own (DNS rebinding).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Hosts {
-    /// These names and addresses (any port).
-    Named(Vec<String>),
+    /// Loopback's names (rmcp's default), and these names and addresses (any port).
+    AlsoNamed(Vec<String>),
     /// Any: the server listens on every interface, and cannot know the names it is
     /// reached by. Every request still needs one of the config's bearer tokens.
     Any,
@@ -99,12 +101,8 @@ impl Hosts {
         if ip.is_unspecified() && named.is_empty() {
             return Hosts::Any;
         }
-        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
-        if !ip.is_unspecified() && !hosts.contains(&ip.to_string()) {
-            hosts.push(ip.to_string());
-        }
-        hosts.extend(named.iter().cloned());
-        Hosts::Named(hosts)
+        let bound = (!ip.is_unspecified()).then(|| ip.to_string());
+        Hosts::AlsoNamed(bound.into_iter().chain(named.iter().cloned()).collect())
     }
 }
 

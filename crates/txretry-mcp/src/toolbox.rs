@@ -117,9 +117,7 @@ fn storable(key: String) -> String {
     if key.len() <= Once::MAX_KEY_LEN {
         return key;
     }
-    let digest = Sha256::digest(key.as_bytes());
-    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{:x}", Sha256::digest(key.as_bytes()))
 }
 
 /// The JSON Schema of a tool's arguments.

@@ -247,7 +247,11 @@ async fn a_server_answers_its_own_address_and_the_hosts_named() {
     )
     .await;
     assert_eq!(ran.code, Some(2), "{ran:?}");
-    assert!(ran.stderr.contains("needs --http"), "{ran:?}");
+    assert!(
+        ran.stderr.contains("required arguments were not provided"),
+        "{ran:?}"
+    );
+    assert!(ran.stderr.contains("--http <ADDR>"), "{ran:?}");
 }
 
 /// The status of an `initialize` POSTed to `authority` with `Host: host`.
