@@ -12,6 +12,8 @@ mod admission_db;
 mod admission_run;
 #[path = "../sqlx-shared/business.rs"]
 mod business;
+#[path = "../sqlx-shared/cancelled_begin.rs"]
+mod cancelled_begin;
 #[path = "../sqlx-shared/commit_fault.rs"]
 mod commit_fault;
 mod common;

@@ -290,8 +290,10 @@ where
         let locks_in_begin = locks.filter(|_| DB::LOCKS == LockStyle::InBegin);
         let body = |error: E| TxFailure::in_body(&policy, extract, error).under(&options);
         let conn = pool.acquire().await.map_err(|e| body(E::from(e)))?;
-        // Until the session is known clean, dropping the lease (the caller dropped our
-        // future) closes the connection instead of pooling it.
+        // Until BEGIN has answered, dropping the lease (the caller dropped our future)
+        // closes the connection instead of pooling it: a BEGIN sent and not yet answered
+        // opens a transaction no `Transaction` knows of (sqlx rolls back nothing at depth
+        // 0), and the next user of a pooled connection would write into it, never to commit.
         let mut lease = Lease {
             conn,
             discard_on_drop: true,
@@ -301,7 +303,6 @@ where
             Ok(cleanup) => cleanup,
             Err(error) => return Err(body(E::from(error))),
         };
-        lease.discard_on_drop = cleanup != Cleanup::Nothing;
 
         if let Some(locks) = locks.filter(|_| DB::LOCKS == LockStyle::Session) {
             // From the first request on, the session may hold locks: the lease releases
@@ -314,12 +315,6 @@ where
                 return Err(failure);
             }
         }
-        if locks_in_begin.is_some() {
-            // Until BEGIN has answered, the session may hold locks (and a transaction)
-            // that no `Transaction` knows of.
-            lease.discard_on_drop = true;
-        }
-
         // Everything that borrows the connection ends inside this block; then the lease
         // restores the session or marks the connection for closing.
         let begin = DB::begin_statement(&options, locks_in_begin.as_ref());

@@ -21,7 +21,7 @@ use std::io;
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -98,6 +98,7 @@ impl CommitFaultProxy {
         // #[tokio::test] runtime that would starve the proxy while the test awaits it.
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
+            .enable_time()
             .build()?;
         let counters = Arc::new(Counters::default());
         let (stop, stopped) = oneshot::channel();
@@ -148,6 +149,23 @@ impl CommitFaultProxy {
         self.counters.injected.load(Ordering::SeqCst)
     }
 
+    /// Holds the servers' answers from the next BEGIN (or `START TRANSACTION`) a client
+    /// sends on: its answer and every later one, on any connection, until
+    /// [`release_replies`](Self::release_replies). The BEGIN still reaches the server and
+    /// runs; only the answers wait. A test cancels a call while its BEGIN awaits its answer
+    /// this way. Seen in a Postgres simple Query or Parse, and in a MySQL `COM_QUERY` or
+    /// `COM_STMT_PREPARE`.
+    pub fn hold_replies_from_next_begin(&self) {
+        self.counters.hold_at_begin.store(true, Ordering::SeqCst);
+    }
+
+    /// Lets the answers held since [`hold_replies_from_next_begin`](Self::hold_replies_from_next_begin)
+    /// go on, in order (and disarms it, if no BEGIN came).
+    pub fn release_replies(&self) {
+        self.counters.hold_at_begin.store(false, Ordering::SeqCst);
+        self.counters.held.store(false, Ordering::SeqCst);
+    }
+
     /// How many COMMITs (faulty or not) the proxy has seen clients send.
     pub fn commits_seen(&self) -> usize {
         self.counters.commits_seen.load(Ordering::SeqCst)
@@ -184,6 +202,10 @@ struct Counters {
     armed: AtomicUsize,
     injected: AtomicUsize,
     commits_seen: AtomicUsize,
+    /// [`CommitFaultProxy::hold_replies_from_next_begin`]: the next BEGIN sets `held`.
+    hold_at_begin: AtomicBool,
+    /// Servers' messages wait while set.
+    held: AtomicBool,
 }
 
 impl Counters {
@@ -198,6 +220,21 @@ impl Counters {
 
     fn fault_injected(&self) {
         self.injected.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Records a BEGIN sent by a client: from it on, answers are held when that was asked.
+    fn begin_seen(&self) {
+        if self.hold_at_begin.swap(false, Ordering::SeqCst) {
+            trace!("BEGIN seen: holding the servers' answers");
+            self.held.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Returns once the servers' answers are no longer held.
+    async fn unless_held(&self) {
+        while self.held.load(Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use tokio::net::TcpStream;
 
 use super::Counters;
 use super::read::{read_exact_or_eof, read_more};
-use super::sql::{Dialect, has_commit};
+use super::sql::{Dialect, has_begin, has_commit};
 
 const CLIENT_COMPRESS: u32 = 0x0000_0020;
 const CLIENT_SSL: u32 = 0x0000_0800;
@@ -16,6 +16,7 @@ const CLIENT_DEPRECATE_EOF: u32 = 0x0100_0000;
 const CLIENT_QUERY_ATTRIBUTES: u32 = 0x0800_0000;
 const SERVER_MORE_RESULTS_EXISTS: u16 = 0x0008;
 const COM_QUERY: u8 = 0x03;
+const COM_STMT_PREPARE: u8 = 0x16;
 /// A payload this long continues in the next packet.
 const MAX_PAYLOAD: usize = 0xFF_FFFF;
 
@@ -86,6 +87,12 @@ where
             }
         }
         let mut trigger = false;
+        if sequence == 0
+            && let Some((&(COM_QUERY | COM_STMT_PREPARE), sql)) = payload.split_first()
+            && has_begin(sql, Dialect::Mysql)
+        {
+            counters.begin_seen();
+        }
         // A packet that opens a new exchange (sequence 0) is a command; the handshake
         // and large-payload continuations never have sequence 0.
         if sequence == 0
@@ -146,6 +153,7 @@ where
             );
             return Ok(());
         }
+        counters.unless_held().await;
         to.write_all(&buf).await?;
         if from.buffer().is_empty() {
             to.flush().await?;

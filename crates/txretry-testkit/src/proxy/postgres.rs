@@ -9,7 +9,7 @@ use tokio::net::TcpStream;
 
 use super::Counters;
 use super::read::{read_exact_or_eof, read_more};
-use super::sql::{Dialect, has_commit};
+use super::sql::{Dialect, has_begin, has_commit};
 
 const SSL_REQUEST: i32 = 80_877_103;
 const GSSENC_REQUEST: i32 = 80_877_104;
@@ -115,6 +115,9 @@ where
             b'Q' => {
                 ready_expected += 1;
                 let sql = cstr(body).map_or(&[][..], |(sql, _)| sql);
+                if has_begin(sql, Dialect::Postgres) {
+                    counters.begin_seen();
+                }
                 if has_commit(sql, Dialect::Postgres) {
                     trace!("postgres: simple Query with a COMMIT: {:?}", text(sql));
                     if counters.commit_must_fault() {
@@ -126,6 +129,9 @@ where
             b'P' => {
                 if let Some((name, rest)) = cstr(body) {
                     let sql = cstr(rest).map_or(&[][..], |(sql, _)| sql);
+                    if has_begin(sql, Dialect::Postgres) {
+                        counters.begin_seen();
+                    }
                     let commit = has_commit(sql, Dialect::Postgres);
                     if commit {
                         trace!(
@@ -223,6 +229,7 @@ where
             }
             continue;
         }
+        counters.unless_held().await;
         to.write_all(&buf).await?;
         if from.buffer().is_empty() {
             to.flush().await?;

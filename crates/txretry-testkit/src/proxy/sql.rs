@@ -1,4 +1,4 @@
-//! Just enough SQL lexing to find COMMIT statements.
+//! Just enough SQL lexing to find COMMIT (and BEGIN) statements.
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Dialect {
@@ -11,6 +11,21 @@ pub(super) enum Dialect {
 /// dollar-quoted bodies and comments are skipped, so a `COMMIT` inside them (a
 /// procedure body, a string literal) does not count.
 pub(super) fn has_commit(sql: &[u8], dialect: Dialect) -> bool {
+    let end: &[&[u8]] = match dialect {
+        Dialect::Postgres => &[b"commit", b"end"],
+        Dialect::Mysql => &[b"commit"],
+    };
+    has_statement_starting(sql, dialect, end)
+}
+
+/// Whether a statement of `sql` starts a transaction: its first word is `BEGIN` or
+/// `START` (`START TRANSACTION`), as [`has_commit`] reads statements.
+pub(super) fn has_begin(sql: &[u8], dialect: Dialect) -> bool {
+    has_statement_starting(sql, dialect, &[b"begin", b"start"])
+}
+
+/// Whether a statement of `sql` starts with one of `words` (lowercase; any case matches).
+fn has_statement_starting(sql: &[u8], dialect: Dialect, words: &[&[u8]]) -> bool {
     let mut at_start = true;
     let mut i = 0;
     while let Some(&c) = sql.get(i) {
@@ -41,10 +56,7 @@ pub(super) fn has_commit(sql: &[u8], dialect: Dialect) -> bool {
                     .position(|&b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'$'))
                     .map_or(sql.len(), |n| i + n);
                 let word = &sql[i..end];
-                if at_start
-                    && (word.eq_ignore_ascii_case(b"commit")
-                        || (dialect == Dialect::Postgres && word.eq_ignore_ascii_case(b"end")))
-                {
+                if at_start && words.iter().any(|w| word.eq_ignore_ascii_case(w)) {
                     return true;
                 }
                 at_start = false;
@@ -132,7 +144,7 @@ fn dollar_quote_end(sql: &[u8], start: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Dialect, has_commit};
+    use super::{Dialect, has_begin, has_commit};
 
     #[test]
     fn finds_commit_statements() {
@@ -149,6 +161,13 @@ mod tests {
             assert!(has_commit(sql.as_bytes(), Dialect::Mysql), "{sql}");
         }
         assert!(has_commit(b"END", Dialect::Postgres));
+        assert!(!has_commit(b"END", Dialect::Mysql));
+        for sql in ["BEGIN", "begin isolation level serializable", "START TRANSACTION READ ONLY"] {
+            assert!(has_begin(sql.as_bytes(), Dialect::Postgres), "{sql}");
+            assert!(has_begin(sql.as_bytes(), Dialect::Mysql), "{sql}");
+        }
+        assert!(!has_begin(b"SELECT 'BEGIN'", Dialect::Postgres));
+        assert!(!has_begin(b"COMMIT", Dialect::Mysql));
         assert!(has_commit(b"# c\nCOMMIT", Dialect::Mysql));
     }
 
