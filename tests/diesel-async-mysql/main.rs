@@ -10,6 +10,8 @@
 mod business;
 #[path = "../diesel-async-shared/calls.rs"]
 mod calls;
+#[path = "../diesel-async-shared/cancelled_begin.rs"]
+mod cancelled_begin;
 #[path = "../diesel-shared/mysql_commit_boundary.rs"]
 mod commit_boundary;
 #[path = "../diesel-async-shared/common.rs"]

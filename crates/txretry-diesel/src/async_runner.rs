@@ -139,10 +139,12 @@ where
 /// the transaction back: there is no async drop. diesel-async then still counts the
 /// transaction open (or, dropped midway through BEGIN, COMMIT or ROLLBACK, marks the
 /// connection broken): its pools discard such a connection when it comes back, and on a
-/// plain connection the runner (like diesel-async's own `transaction`) fails at once with
-/// `AlreadyInTransaction`. Drop that connection and establish a new one rather than
-/// rolling back on it: a statement cut off midway may still be answered on it
-/// (diesel-async's own advice).
+/// plain connection the runner fails at once without running `f`: with Diesel's
+/// `AlreadyInTransaction` (permanent) while a transaction is counted open, else with
+/// `BrokenTransactionManager` and
+/// [`ConnectionUnusable`](txretry_core::StopReason::ConnectionUnusable). Drop that
+/// connection and establish a new one rather than rolling back on it: a statement cut off
+/// midway may still be answered on it (diesel-async's own advice).
 ///
 /// # Admission
 /// Under a policy with [`Admission`](txretry_core::Admission), each attempt first waits for
@@ -214,6 +216,19 @@ where
     // The attempt is written inline (not an `async fn` taking `&mut f`): rustc proves the
     // future `Send` only with the closure's concrete type in view (see core's `run.rs`).
     txretry_core::retry_async!(state, admission = &options, async {
+        let no_transaction = matches!(
+            AnsiTransactionManager::transaction_manager_status_mut(&mut *conn)
+                .transaction_depth(),
+            Ok(None)
+        );
+        if no_transaction && AnsiTransactionManager::is_broken_transaction_manager(&mut *conn) {
+            // A BEGIN, COMMIT or ROLLBACK of an earlier call was dropped before its answer
+            // (the transaction it counted open is a matter of `AlreadyInTransaction`): the
+            // session's state is unknown, and diesel-async would panic on the next one.
+            let error = E::from(Error::BrokenTransactionManager);
+            let failure = TxFailure::in_body(&policy, C::extract, error).under(&options);
+            return Err(unless_usable(failure, false));
+        }
         let begin = C::begin_sql(&options);
         if let Err(error) = AnsiTransactionManager::begin_transaction_sql(&mut *conn, &begin).await
         {

@@ -116,6 +116,16 @@ where
 /// runner on SeaORM's pool (`DatabaseConnection::get_postgres_connection_pool`) for
 /// transactions that must take turns across processes.
 ///
+/// # Cancellation
+/// A future dropped mid-attempt (a timeout) drops SeaORM's transaction, which rolls back
+/// once its statement in flight has ended. Dropped while BEGIN (Postgres, MySQL) awaits its
+/// answer, it gives SeaORM's pooled connection back inside a transaction the server opened
+/// and nothing will end: later plain writes on that connection answer `Ok` and are never
+/// committed. SeaORM keeps the connection to itself, so this runner cannot close it (the
+/// sqlx runner closes its own). Do not cut these calls short with a timeout; bound them in
+/// the server instead (`statement_timeout`, `lock_timeout`, `innodb_lock_wait_timeout`), or
+/// use the sqlx runner on SeaORM's pool where calls are cancelled.
+///
 /// ```no_run
 /// # #[cfg(feature = "postgres")]
 /// async fn report(db: &sea_orm::DatabaseConnection) -> Result<i64, sea_orm::DbErr> {
