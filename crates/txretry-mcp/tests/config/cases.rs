@@ -139,6 +139,14 @@ pub const STATIC_CASES: &[Case] = &[
         message: "no parameter is named \"order\"",
     },
     Case {
+        name: "once key of optional parameters only",
+        from: "      order_id: { type: integer, min: 1 }\n    statements:\n      - sql: UPDATE",
+        to: "      order_id: { type: integer, min: 1, required: false }\n    statements:\n      - sql: UPDATE",
+        field: "tools.cancel_order.once.key",
+        marker: "once: { key: [order_id] }",
+        message: "every parameter of the key can be left out",
+    },
+    Case {
         name: "read_only and once",
         from: "    once: { key: [order_id] }\n",
         to: "    read_only: true\n    once: { key: [order_id] }\n",

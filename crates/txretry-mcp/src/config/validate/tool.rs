@@ -219,6 +219,21 @@ pub(super) fn check_tool(
                 );
             }
         }
+        // A call that leaves every key parameter out has the key of every other such call:
+        // the first one's record would answer them all, and their writes would never run.
+        let always_given = |name: &String| {
+            params
+                .get(name)
+                .is_some_and(|decl| decl.is_required() && decl.default.is_none())
+        };
+        if key.len() == once.value.key.len() && !key.is_empty() && !key.iter().any(always_given)
+        {
+            problems.at(
+                format!("{ofield}.key"),
+                once.referenced,
+                "every parameter of the key can be left out, and calls that leave them out would share one record (only the first would run): put a required parameter without a default in the key",
+            );
+        }
         if let Some(table) = &once.value.table
             && let Err(why) = Once::new().table(&table.value)
         {
