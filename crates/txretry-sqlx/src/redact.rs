@@ -22,6 +22,11 @@ fn redact_parsed(text: &str) -> Option<String> {
         return None;
     }
     let mut url = Url::parse(text).ok()?;
+    if url.password().is_some() && at_after_authority(text) {
+        // `u:pa/ss@host`: the `url` crate ends the authority at the `/` and reads `pa` as
+        // the password; everything up to the last `@` may be one.
+        return None;
+    }
     match url.password() {
         Some(_) => url.set_password(Some(MASK)).ok()?,
         // `u:@h` (an empty password) reads as no password at all: leave it to the hand.
@@ -64,26 +69,37 @@ fn after_scheme(url: &str) -> Option<usize> {
     valid.then_some(scheme.len() + 1)
 }
 
+/// Whether an `@` follows the authority of `text` (a `scheme://` URL): in its path, query
+/// or fragment, where a password with an unencoded `/`, `?` or `#` puts it.
+fn at_after_authority(text: &str) -> bool {
+    let rest = after_scheme(text).map_or(text, |start| &text[start..]);
+    rest.find(['/', '?', '#'])
+        .is_some_and(|end| rest[end..].contains('@'))
+}
+
 /// [`redact_url`] by hand: everything between the scheme (`://`, or `:` alone) and the
-/// last `@` before the query counts as user info.
+/// last `@` counts as user info. A password may hold an unencoded `/`, `?`, `#` or `@`, so
+/// the last `@` anywhere ends it, even one in the query (which hides too much, never too
+/// little).
 fn redact_by_hand(url: &str) -> String {
     let Some(scheme_end) = after_scheme(url) else {
         return redact_query(url);
     };
     let (head, rest) = url.split_at(scheme_end);
+    if let Some((user, after)) = user_and_after_password(rest) {
+        return format!("{head}{user}:{MASK}{}", redact_query(after));
+    }
     let query_start = rest.find(['?', '#']).unwrap_or(rest.len());
     let (before_query, query) = rest.split_at(query_start);
-    let redacted_authority = match before_query.rfind('@') {
-        Some(at) => {
-            let (userinfo, host_and_path) = before_query.split_at(at);
-            match userinfo.find(':') {
-                Some(colon) => format!("{}:{MASK}{host_and_path}", &userinfo[..colon]),
-                None => before_query.to_owned(),
-            }
-        }
-        None => before_query.to_owned(),
-    };
-    format!("{head}{redacted_authority}{}", redact_query(query))
+    format!("{head}{before_query}{}", redact_query(query))
+}
+
+/// In what follows a URL's scheme: the user name, and what follows the password (from the
+/// last `@` on), when the user info has a password (a `:` before the last `@`).
+fn user_and_after_password(rest: &str) -> Option<(&str, &str)> {
+    let at = rest.rfind('@')?;
+    let (user, _) = rest[..at].split_once(':')?;
+    Some((user, &rest[at..]))
 }
 
 /// `?a=1&password=x` → `?a=1&password=***`: any parameter whose name mentions `pass` or `pwd`.
@@ -121,6 +137,11 @@ pub fn passwords_in(url: &str) -> Vec<String> {
     if let Some(at) = before_query.rfind('@')
         && let Some((_, password)) = before_query[..at].split_once(':')
     {
+        found.push(password.to_owned());
+    }
+    // A password with an unencoded `/`, `?`, `#` or `@` runs to the last `@`.
+    if let Some((user, after)) = user_and_after_password(rest) {
+        let password = &rest[user.len() + 1..rest.len() - after.len()];
         found.push(password.to_owned());
     }
     if let Some(q) = rest.find('?') {
@@ -274,6 +295,26 @@ mod tests {
         assert_eq!(redact_url("postgres://u:a/b@h/db"), "postgres://u:***@h/db");
         assert_eq!(redact_url("postgres://:only@h"), "postgres://:***@h");
         assert_eq!(redact_url("postgres://u:@h"), "postgres://u:***@h");
+        // An unencoded '#' or '?', which start a fragment or a query, and a '/' with an
+        // '@' after it, where the `url` crate ends the authority at the '/'.
+        for url in [
+            "postgres://postgres:pa#ss99XYZ@127.0.0.1:5432/nope",
+            "postgres://postgres:pa?ss99XYZ@127.0.0.1:5432/nope",
+            "mysql://root:x?y#ss99XYZ@127.0.0.1/test",
+            "postgres://u:Sup3r@ss99XYZ/PW@127.0.0.1/nope",
+            "postgres://u:pa#ss99XYZ@h1:5432,h2:5433/db",
+        ] {
+            let shown = redact_url(url);
+            assert!(!shown.contains("ss99XYZ"), "{url} shown as {shown}");
+            assert!(shown.ends_with("@127.0.0.1:5432/nope") || shown.contains(":***@"), "{shown}");
+            let secrets = passwords_in(url);
+            let text = scrub(&format!("cannot connect to {url}: invalid port number"), &secrets);
+            assert!(!text.contains("ss99XYZ"), "{url}: {text}");
+        }
+        assert_eq!(
+            redact_url("postgres://postgres:pa#ss@127.0.0.1:5432/db?sslmode=require"),
+            "postgres://postgres:***@127.0.0.1:5432/db?sslmode=require"
+        );
     }
 
     #[test]
