@@ -310,6 +310,47 @@ pub async fn idempotent_call_retried<D: LostCommit>() {
     stage.drop_table().await;
 }
 
+/// A call declared idempotent whose retry after the ambiguous COMMIT then fails another
+/// way (here: the key the first COMMIT wrote, refused): the first COMMIT may have landed
+/// (it did), so the outcome says so, whatever the last attempt's verdict. It said "not
+/// committed" when only the last attempt counted.
+pub async fn retry_failing_after_an_ambiguous_commit<D: LostCommit>() {
+    let Some(stage) = Stage::<D>::new(
+        "commit fault then refused",
+        "commit_fault_refused",
+        "id int PRIMARY KEY, note {TEXT} NOT NULL",
+    )
+    .await
+    else {
+        return;
+    };
+    let Stage {
+        t, client, policy, ..
+    } = &stage;
+    let options = TxOptions::new().idempotent(true);
+    let mut sessions = Vec::new();
+    let err = within(D::transaction(
+        client,
+        policy,
+        &options,
+        &mut sessions,
+        &format!("INSERT INTO {t} VALUES (19, 'order 19')"),
+    ))
+    .await
+    .expect_err("the retry meets the row the first COMMIT wrote");
+
+    assert_eq!(sessions.len(), 2, "two attempts: {sessions:?}");
+    let outcome = err.outcome();
+    let verdicts: Vec<Verdict> = outcome.history().iter().map(|a| a.verdict).collect();
+    assert_eq!(verdicts, [Verdict::Ambiguous, Verdict::Permanent], "{err:?}");
+    assert!(
+        outcome.may_have_committed(),
+        "the first COMMIT may have landed: {err:?}"
+    );
+    assert_eq!(stage.count("1 = 1").await, 1, "it did, once");
+    stage.drop_table().await;
+}
+
 /// The `#[test]` functions of this module for driver `$d`, where it is called.
 macro_rules! lost_commit_tests {
     ($d:ty) => {
@@ -321,6 +362,11 @@ macro_rules! lost_commit_tests {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn idempotent_call_retries_an_ambiguous_commit() {
             crate::lost_commit::idempotent_call_retried::<$d>().await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_retry_failing_after_an_ambiguous_commit_may_have_committed() {
+            crate::lost_commit::retry_failing_after_an_ambiguous_commit::<$d>().await;
         }
     };
 }

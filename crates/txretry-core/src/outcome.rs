@@ -142,10 +142,12 @@ impl Outcome {
         self.stop
     }
 
-    /// Whether the last attempt's COMMIT may have landed (the verdict is ambiguous). Check
-    /// before doing the work again by other means: the first effect may be in the database.
+    /// Whether a COMMIT of the call may have landed: an attempt's verdict is ambiguous, the
+    /// last one's or an earlier one's (an idempotent call retries an ambiguous COMMIT, and
+    /// that retry may then fail another way, before its own COMMIT). Check before doing
+    /// the work again by other means: the first effect may be in the database.
     pub fn may_have_committed(&self) -> bool {
-        self.verdict() == Verdict::Ambiguous
+        self.history.iter().any(|a| a.verdict == Verdict::Ambiguous)
     }
 }
 

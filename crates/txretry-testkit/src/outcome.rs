@@ -18,11 +18,8 @@ pub fn assert_outcome<E: std::fmt::Debug>(
     assert_eq!(outcome.phase(), phase, "{err:?}");
     assert_eq!(outcome.attempts(), attempts, "{err:?}");
     assert_eq!(outcome.stop_reason(), stop, "{err:?}");
-    assert_eq!(
-        outcome.may_have_committed(),
-        verdict == Verdict::Ambiguous,
-        "{err:?}"
-    );
+    let ambiguous = outcome.history().iter().any(|a| a.verdict == Verdict::Ambiguous);
+    assert_eq!(outcome.may_have_committed(), ambiguous, "{err:?}");
 }
 
 /// The outcome of a failure that is the caller's to handle: permanent, before COMMIT, on

@@ -31,7 +31,8 @@ pub struct ToolFailure {
     history: History,
     outcome: Outcome,
     retries: u32,
-    /// The tool is `once`: a repeated call with the same key is safe.
+    /// The tool is `once`, keyed by its arguments: a repeated call (same arguments, so
+    /// the same key) is safe. A key made from the call id is not the model's to repeat.
     pub(super) once: bool,
 }
 
@@ -53,7 +54,10 @@ impl ToolFailure {
             (AttemptEnd::Panicked, _) => FailureKind::Panicked,
             (AttemptEnd::TimedOut, _) => FailureKind::TimedOut,
             (_, Verdict::Permanent) => FailureKind::Business,
-            (_, Verdict::Ambiguous) => FailureKind::Ambiguous,
+            // The last attempt's, or an earlier one's that was retried (an idempotent or
+            // `once` tool) and whose retry then failed before its COMMIT: either may have
+            // landed.
+            _ if outcome.may_have_committed() => FailureKind::Ambiguous,
             _ => match outcome.stop_reason() {
                 StopReason::NotRestartable => FailureKind::NotRestartable,
                 StopReason::NotRetryable => FailureKind::NotRetried,
@@ -170,7 +174,7 @@ impl fmt::Display for ToolFailure {
             ),
             FailureKind::Ambiguous | FailureKind::TimedOut if self.once => write!(
                 f,
-                "{tool}: could not confirm the outcome after {tries} attempt{s}; calling again with the same key is safe: it returns the outcome if the change was made, or makes it"
+                "{tool}: could not confirm the outcome after {tries} attempt{s}; calling again with the same arguments is safe: it returns the outcome if the change was made, or makes it"
             ),
             FailureKind::Ambiguous => write!(
                 f,

@@ -38,7 +38,7 @@ pub use self::kind::FailureKind;
 use self::run::{AttemptEnd, run_attempt};
 use crate::once::OnceRun;
 use crate::tool::AttemptError;
-use crate::{Caller, OnceRefused, ToolContext, Toolbox};
+use crate::{Caller, Once, OnceRefused, ToolContext, Toolbox};
 
 impl Toolbox {
     /// Runs the tool `name` for `caller` with JSON `args`; `call_id` labels its events (use
@@ -319,7 +319,7 @@ impl Toolbox {
                     });
                     let retries = budget.saturating_sub(scope.retries_left());
                     let mut failure = ToolFailure::new(tool, earlier, history, outcome, retries);
-                    failure.once = entry.once.is_some();
+                    failure.once = entry.once.as_ref().is_some_and(Once::is_keyed_by_args);
                     return Err(InvokeError::Failed(failure));
                 }
             }

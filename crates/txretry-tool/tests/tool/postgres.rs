@@ -400,6 +400,92 @@ async fn postgres_unique_violation_surfaces_once() {
     exec(&pool, format!("DROP TABLE {t}")).await;
 }
 
+/// An idempotent tool whose COMMIT answer is lost (it landed) is run again, and that run
+/// fails another way before its COMMIT: a lock another session holds (`NOWAIT`: 55P03),
+/// with no retry left. The call may have taken effect (it did): it is ambiguous, not "still
+/// failing, nothing was committed", which only the last attempt's verdict said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_failing_after_an_ambiguous_commit_leaves_the_call_ambiguous() {
+    let Some((url, direct)) = setup("tool ambiguous then locked").await else {
+        return;
+    };
+    let t = txretry_testkit::unique_name("tool_ambiguous_locked");
+    exec(
+        &direct,
+        format!("CREATE TABLE {t} (id int PRIMARY KEY); INSERT INTO {t} VALUES (0)"),
+    )
+    .await;
+    let proxy = txretry_testkit::CommitFaultProxy::start(&url).expect("start the proxy");
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(proxy.url())
+        .await
+        .unwrap();
+    let two_attempts = txretry_core::RetryPolicy::builder()
+        .max_attempts(2)
+        .backoff(txretry_core::Backoff::None)
+        .build()
+        .unwrap();
+    let shared = (pool.clone(), t.clone());
+    let tool = shared_tool(
+        "add_row",
+        "insert a row",
+        shared,
+        move |ctx, (pool, t)| async move {
+            let again = ctx.attempt() > 1;
+            txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
+                if again {
+                    // Row 0 is locked by the test's own session by now.
+                    sqlx::query(sql(format!("SELECT id FROM {t} WHERE id = 0 FOR UPDATE NOWAIT")))
+                        .execute(&mut **tx)
+                        .await?;
+                }
+                sqlx::query(sql(format!(
+                    "INSERT INTO {t} VALUES (1) ON CONFLICT (id) DO NOTHING"
+                )))
+                .execute(&mut **tx)
+                .await
+                .map(drop)
+            })
+            .await?;
+            Ok::<_, BoxError>("inserted")
+        },
+    )
+    .idempotent(true)
+    .retry(two_attempts);
+    let toolbox = Toolbox::builder().tool(tool).build().unwrap();
+    let mut holder = PgConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(sql(format!("BEGIN; SELECT id FROM {t} WHERE id = 0 FOR UPDATE")))
+        .execute(&mut holder)
+        .await
+        .unwrap();
+
+    proxy.arm_commit_faults(1);
+    let failed = failure(call(&toolbox, "add_row", "call-1").await);
+    let verdicts: Vec<Verdict> = failed.outcome().history().iter().map(|a| a.verdict).collect();
+    assert_eq!(
+        verdicts,
+        [
+            Verdict::Ambiguous,
+            Verdict::Transient(TransientKind::LockTimeout)
+        ],
+        "{failed:?}"
+    );
+    assert_eq!(failed.kind(), FailureKind::Ambiguous, "{failed:?}");
+    assert!(failed.outcome().may_have_committed());
+    assert!(
+        failed.to_string().contains("may or may not have been made"),
+        "{failed}"
+    );
+    let rows: i64 = sqlx::query_scalar(sql(format!("SELECT count(*) FROM {t} WHERE id = 1")))
+        .fetch_one(&direct)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1, "the first COMMIT landed");
+    drop(holder);
+    exec(&direct, format!("DROP TABLE {t}")).await;
+}
+
 /// A COMMIT whose answer is lost (the fault proxy lets it land, then answers FATAL 08P01)
 /// inside a tool's runner: the outcome is unknown, so a tool that is not idempotent is not
 /// run again — even under a policy that retries every kind — and the row exists once. An

@@ -101,25 +101,38 @@ pub async fn a_timed_out_attempt_is_run_again_because_the_record_decides<D: Once
     assert_eq!(s.effects().await, 1, "the timed-out run was rolled back");
 }
 
-/// A `once` call that could not be confirmed says that repeating it with the same key is
-/// safe, instead of "check before trying again".
-pub async fn an_unconfirmed_call_says_a_repeat_with_the_same_key_is_safe<D: OnceDriver>(
-    s: &Setup<D>,
-) {
+/// A `once` call that could not be confirmed: keyed by its arguments, it says that calling
+/// again with them is safe; keyed by the call id, which a model's repeat does not reuse (an
+/// MCP server makes a new one per call), it says to check first, as a tool without `once`.
+pub async fn an_unconfirmed_call_says_whether_a_repeat_is_safe<D: OnceDriver>(s: &Setup<D>) {
     let work = Work::new(&s.t, Step::HangAlways);
-    let tool = s.tool("stuck", &work).timeout(Duration::from_millis(100));
-    let result = call(&toolbox(2, tool), "stuck", 1, "call-x").await;
-    let failure = failed(&result);
-    assert_eq!(failure.kind(), FailureKind::TimedOut);
-    assert_eq!(
-        failure.attempts().len(),
-        2,
-        "a once call's timeout is retried"
-    );
-    assert_eq!(
-        failure.to_string(),
-        "stuck: could not confirm the outcome after 2 attempts; calling again with the same \
-         key is safe: it returns the outcome if the change was made, or makes it"
-    );
+    let by_args = txretry_tool::Once::key_from_args(|a: &Args| format!("item-{}", a.item))
+        .table(&s.records)
+        .unwrap();
+    for (once, says) in [
+        (
+            by_args,
+            "stuck: could not confirm the outcome after 2 attempts; calling again with the same \
+             arguments is safe: it returns the outcome if the change was made, or makes it",
+        ),
+        (
+            s.once(),
+            "stuck: timed out after 2 attempts; it may or may not have taken effect, check \
+             before trying again",
+        ),
+    ] {
+        let tool = D::tool(&s.fx.handle(), "stuck", &work)
+            .once(once)
+            .timeout(Duration::from_millis(100));
+        let result = call(&toolbox(2, tool), "stuck", 1, "call-x").await;
+        let failure = failed(&result);
+        assert_eq!(failure.kind(), FailureKind::TimedOut);
+        assert_eq!(
+            failure.attempts().len(),
+            2,
+            "a once call's timeout is retried"
+        );
+        assert_eq!(failure.to_string(), says);
+    }
     assert_eq!(s.effects().await, 0, "nothing committed");
 }

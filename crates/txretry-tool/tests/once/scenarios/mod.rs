@@ -41,7 +41,7 @@ pub use failures::{
     a_permanent_database_error_is_recorded_with_its_code,
     a_timed_out_attempt_is_run_again_because_the_record_decides,
     a_transient_failure_in_the_work_is_retried_and_never_recorded,
-    an_unconfirmed_call_says_a_repeat_with_the_same_key_is_safe,
+    an_unconfirmed_call_says_whether_a_repeat_is_safe,
 };
 pub use records::{
     a_key_from_the_arguments_makes_two_call_ids_one_call,
@@ -63,7 +63,7 @@ macro_rules! once_scenarios {
             the_table_is_created_on_first_use_migrate_is_idempotent_and_prune_expires,
             a_table_created_from_the_ddl_is_the_one_calls_use,
             a_timed_out_attempt_is_run_again_because_the_record_decides,
-            an_unconfirmed_call_says_a_repeat_with_the_same_key_is_safe,
+            an_unconfirmed_call_says_whether_a_repeat_is_safe,
             a_process_dying_before_commit_leaves_nothing_and_the_resent_call_runs,
             a_process_dying_after_commit_leaves_the_record_the_resent_call_gets,
         );
