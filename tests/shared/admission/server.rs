@@ -165,6 +165,16 @@ impl Server {
         }
     }
 
+    /// The statement that makes every statement of a session fail after 100 ms:
+    /// `statement_timeout` on Postgres, `max_statement_time` on MariaDB (a role's or a
+    /// pool's setting in production).
+    pub(super) fn short_statement_timeout(&self) -> &'static str {
+        match self {
+            Server::Postgres => "SET statement_timeout = 100",
+            Server::MySql => "SET SESSION max_statement_time = 0.1",
+        }
+    }
+
     /// How many of `keys`' locks the session running it holds.
     pub(super) fn held_here(&self, keys: &[(String, i64)]) -> String {
         match self {

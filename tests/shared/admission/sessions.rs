@@ -319,6 +319,51 @@ async fn a_lock_not_granted_in_time_is_a_lock_timeout() {
     two.close().await;
 }
 
+/// A session whose statements time out sooner than admission's wait (Postgres's
+/// `statement_timeout`, MariaDB's `max_statement_time`): the wait for a key another session
+/// holds outlasts it and is granted once the holder lets go. The wait was cut short, a
+/// permanent failure (57014; MariaDB's GET_LOCK answering NULL, read as 1317), after the
+/// session's 100 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_statement_timeout_does_not_cut_the_wait_short() {
+    let Some(url) = url("statement timeout") else {
+        return;
+    };
+    let url = &url;
+    let two = Two::new(url, "stmt_timeout", Some(SERVER.short_statement_timeout())).await;
+    let patient = policy(
+        Admission::per_key().in_database(Duration::from_secs(30)),
+        1,
+    );
+    let release = Arc::new(Notify::new());
+    let (holder, holder_id) = two.a_holds(url, &release).await;
+
+    let mut worker_b = Db::worker(&two.b).await;
+    let options = two.options.clone();
+    let (started, mut b_ran) = mpsc::unbounded_channel();
+    let waiter = tokio::spawn(async move {
+        Db::run(&mut worker_b, &patient, &options, started, Then::Commit).await
+    });
+    let waiter_id = waiter_of(url, &two.key).await;
+    // Several times B's statement timeout, waiting on the server all along.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(!waiter.is_finished(), "B stopped waiting: {:?}", waiter.await);
+    assert!(b_ran.try_recv().is_err(), "B's body waits for the key");
+    assert_eq!(Db::query_i64(url, SERVER.waiting_for(&two.key)).await, waiter_id);
+    assert_eq!(
+        Db::query_i64(url, SERVER.holder_of(&two.key)).await,
+        holder_id,
+        "still A's"
+    );
+
+    release.notify_one();
+    within(holder).await.unwrap().unwrap();
+    within(waiter).await.unwrap().expect("B gets the key once A lets go");
+    assert!(b_ran.try_recv().is_ok(), "B's body ran");
+    assert_eq!(Db::key_holders(url, &two.key).await, 0);
+    two.close().await;
+}
+
 /// Runs one transaction on `worker` that must fail; returns the session ids its attempts
 /// ran on, and how it failed.
 async fn fails(

@@ -299,8 +299,12 @@ mod tests {
             "SELECT pg_advisory_unlock(",
             "pg_advisory_xact_lock(",
             "pg_advisory_unlock(",
-            "SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true)",
-            "SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true)",
+            "SET LOCAL statement_timeout = 0",
+            "SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true), \
+             set_config('txretry.statement_timeout', current_setting('statement_timeout'), true)",
+            "SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true), \
+             set_config('statement_timeout', current_setting('txretry.statement_timeout'), true)",
+            "/*M! SET STATEMENT max_statement_time = 0 FOR */ ",
             "ROLLBACK",
             "SELECT CAST(",
             "CASE WHEN pg_try_advisory_xact_lock(",

@@ -26,12 +26,15 @@ impl DatabaseLocks<'_> {
     }
 
     /// Postgres, one message: the wait, at session level in a short READ COMMITTED
-    /// transaction of its own with `lock_timeout` set for it only; then `begin`; then the
-    /// keys move to transaction-level locks, whose first call takes the transaction's
-    /// snapshot once the keys are held, and the session-level ones are let go.
+    /// transaction of its own with `lock_timeout` set for it only (and no
+    /// `statement_timeout`: a session's shorter one would cut the wait short, as a
+    /// permanent 57014); then `begin`; then the keys move to transaction-level locks, whose
+    /// first call takes the transaction's snapshot once the keys are held, and the
+    /// session-level ones are let go.
     pub fn postgres_begin(&self, begin: &str) -> String {
         let mut sql = format!(
-            "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '{}ms'",
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '{}ms'; \
+             SET LOCAL statement_timeout = 0",
             self.postgres_timeout_ms()
         );
         self.postgres_calls(&mut sql, "pg_advisory_lock", true);
@@ -43,16 +46,19 @@ impl DatabaseLocks<'_> {
     }
 
     /// Postgres, inside a transaction already begun: the transaction-level locks, with
-    /// `lock_timeout` set for them and the session's value put back afterwards.
+    /// `lock_timeout` set for them and `statement_timeout` off, and the transaction's
+    /// values of both put back afterwards.
     pub fn postgres_in_transaction(&self) -> String {
         let mut sql = format!(
-            "SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true); \
-             SET LOCAL lock_timeout = '{}ms'",
+            "SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true), \
+             set_config('txretry.statement_timeout', current_setting('statement_timeout'), true); \
+             SET LOCAL lock_timeout = '{}ms'; SET LOCAL statement_timeout = 0",
             self.postgres_timeout_ms()
         );
         self.postgres_calls(&mut sql, "pg_advisory_xact_lock", true);
         sql.push_str(
-            "; SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true)",
+            "; SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true), \
+             set_config('statement_timeout', current_setting('txretry.statement_timeout'), true)",
         );
         sql
     }
@@ -156,6 +162,7 @@ mod tests {
         assert_eq!(
             one.postgres_begin("BEGIN ISOLATION LEVEL REPEATABLE READ"),
             "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '250ms'; \
+             SET LOCAL statement_timeout = 0; \
              SELECT pg_advisory_lock(-3546924672660663865); COMMIT; \
              BEGIN ISOLATION LEVEL REPEATABLE READ; \
              SELECT pg_advisory_xact_lock(-3546924672660663865); \
@@ -166,7 +173,7 @@ mod tests {
         assert_eq!(
             two.postgres_begin("BEGIN"),
             "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '1000ms'; \
-             SELECT pg_advisory_lock(7); SELECT pg_advisory_lock(-1); COMMIT; BEGIN; \
+             SET LOCAL statement_timeout = 0; SELECT pg_advisory_lock(7); SELECT pg_advisory_lock(-1); COMMIT; BEGIN; \
              SELECT pg_advisory_xact_lock(7), pg_advisory_xact_lock(-1); \
              SELECT pg_advisory_unlock(7), pg_advisory_unlock(-1)"
         );
@@ -177,15 +184,17 @@ mod tests {
     }
 
     #[test]
-    fn postgres_sql_inside_a_transaction_restores_lock_timeout() {
+    fn postgres_sql_inside_a_transaction_restores_its_timeouts() {
         let two = DatabaseLocks::new(&[7, ACCOUNT_42], Duration::from_secs(2));
         assert_eq!(
             two.postgres_in_transaction(),
-            "SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true); \
-             SET LOCAL lock_timeout = '2000ms'; \
+            "SELECT set_config('txretry.lock_timeout', current_setting('lock_timeout'), true), \
+             set_config('txretry.statement_timeout', current_setting('statement_timeout'), true); \
+             SET LOCAL lock_timeout = '2000ms'; SET LOCAL statement_timeout = 0; \
              SELECT pg_advisory_xact_lock(7); \
              SELECT pg_advisory_xact_lock(-3546924672660663865); \
-             SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true)"
+             SELECT set_config('lock_timeout', current_setting('txretry.lock_timeout'), true), \
+             set_config('statement_timeout', current_setting('txretry.statement_timeout'), true)"
         );
     }
 
