@@ -64,6 +64,23 @@ impl BusinessError {
             message: crate::error_text::with_causes(error),
         }
     }
+
+    /// The error with every NUL in its kind and message replaced by U+FFFD, which every
+    /// database's text columns take.
+    #[cfg_attr(not(once_records), allow(dead_code))]
+    pub(crate) fn without_nul(self) -> Self {
+        let clean = |text: String| {
+            if text.contains('\0') {
+                text.replace('\0', "\u{FFFD}")
+            } else {
+                text
+            }
+        };
+        BusinessError {
+            kind: clean(self.kind),
+            message: clean(self.message),
+        }
+    }
 }
 
 #[cfg(test)]

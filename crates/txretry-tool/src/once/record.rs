@@ -123,14 +123,16 @@ pub(crate) fn encode_output<T: Serialize + DeserializeOwned>(
 
 /// The business error the work's `error` is recorded as, when the policy judges it
 /// permanent; `None` when it is transient or ambiguous (the runner rolls everything back
-/// and decides; nothing is recorded).
+/// and decides; nothing is recorded). A NUL in its kind or message (text an agent sent,
+/// echoed) is recorded, and answered, as U+FFFD: Postgres refuses NUL in text, which left
+/// the error unrecorded there and the call run again at every repeat.
 pub(crate) fn business<E: AsError<Via>, Via>(
     policy: &RetryPolicy,
     error: &E,
 ) -> Option<BusinessError> {
     let judged = policy.classify(error.as_error());
     (judged.verdict == Verdict::Permanent)
-        .then(|| BusinessError::from_error(error.as_error(), judged.code))
+        .then(|| BusinessError::from_error(error.as_error(), judged.code).without_nul())
 }
 
 /// What one `once` transaction needs, shared with each of its attempts.

@@ -159,6 +159,8 @@ pub enum Step {
     Place,
     /// Inserts the same key twice into this table: a unique violation, permanent.
     Duplicate(String),
+    /// Refuses every call with this message: a business error.
+    Refuse(&'static str),
     /// The first run fails with a driver's own deadlock phrase: transient.
     FlakyFirst,
     /// The first run never finishes (a blocking one: until its attempt is cancelled).
@@ -218,6 +220,9 @@ impl Work {
             (Step::Place, _) if item < 0 => Err(BoxError::from(BusinessError::new(
                 "unknown_item",
                 format!("there is no item {item}"),
+            ))),
+            (Step::Refuse(message), _) => Err(BoxError::from(BusinessError::new(
+                "refused", *message,
             ))),
             (Step::FlakyFirst, 1) => {
                 Err(BoxError::from(std::io::Error::other("deadlock detected")))

@@ -38,6 +38,7 @@ pub use duplicates::{
 };
 pub use failures::{
     a_business_error_is_recorded_its_writes_rolled_back_and_replayed,
+    a_business_error_with_a_nul_is_recorded_and_replayed,
     a_permanent_database_error_is_recorded_with_its_code,
     a_timed_out_attempt_is_run_again_because_the_record_decides,
     a_transient_failure_in_the_work_is_retried_and_never_recorded,
@@ -58,6 +59,7 @@ macro_rules! once_scenarios {
             duplicates_queued_behind_a_claim_that_rolls_back_get_one_effect,
             a_business_error_is_recorded_its_writes_rolled_back_and_replayed,
             a_permanent_database_error_is_recorded_with_its_code,
+            a_business_error_with_a_nul_is_recorded_and_replayed,
             a_transient_failure_in_the_work_is_retried_and_never_recorded,
             a_key_from_the_arguments_makes_two_call_ids_one_call,
             the_table_is_created_on_first_use_migrate_is_idempotent_and_prune_expires,
