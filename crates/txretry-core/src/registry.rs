@@ -59,16 +59,19 @@ macro_rules! register_extractor {
     };
 }
 
-/// `Code::Driver("io")` when an I/O error means the connection broke (reset, aborted,
-/// refused, not connected, broken pipe, unexpected EOF, timed out); `None` for other I/O
-/// errors. Adapters whose driver buries the `io::Error` deeper than the classifier's
+/// `Code::Driver("io")` when an I/O error means the connection broke or could not be made
+/// (reset, aborted, refused, not connected, broken pipe, unexpected EOF, timed out; no
+/// route to the host or its network, the network down: a primary whose machine is gone);
+/// `None` for other I/O errors. Adapters whose driver buries the `io::Error` deeper than the classifier's
 /// default depth use it to read that link themselves.
 #[doc(hidden)]
 pub fn io_code(io: &std::io::Error) -> Option<Code> {
     use std::io::ErrorKind::*;
     match io.kind() {
         ConnectionReset | ConnectionAborted | ConnectionRefused | NotConnected | BrokenPipe
-        | UnexpectedEof | TimedOut => Some(Code::Driver("io")),
+        | UnexpectedEof | TimedOut | HostUnreachable | NetworkUnreachable | NetworkDown => {
+            Some(Code::Driver("io"))
+        }
         _ => None,
     }
 }

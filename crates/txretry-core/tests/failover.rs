@@ -164,3 +164,24 @@ fn database_dropped_and_query_canceled_stay_permanent() {
         );
     }
 }
+
+/// The I/O errors of a server that cannot be reached at all (its machine gone: no route to
+/// it, its network unreachable or down) are connection failures, as a refused connection
+/// is: the failover budget rides them out. They were permanent, ending the call at once.
+/// (A code table: a real "No route to host" needs an address off this machine.)
+#[test]
+fn an_unreachable_host_is_a_connection_failure() {
+    for kind in [
+        io::ErrorKind::HostUnreachable,
+        io::ErrorKind::NetworkUnreachable,
+        io::ErrorKind::NetworkDown,
+        io::ErrorKind::ConnectionRefused,
+    ] {
+        let judged = txretry_core::classify(&io::Error::from(kind));
+        assert_eq!(
+            judged.verdict,
+            Verdict::Transient(TransientKind::Connection),
+            "{kind:?}"
+        );
+    }
+}

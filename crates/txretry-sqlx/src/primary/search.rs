@@ -122,6 +122,11 @@ mod tests {
         )));
         assert!(!refused.is_permanent());
         assert!(refused.to_string().starts_with("failed: "), "{refused}");
+        // A host whose machine is gone: waiting for the failover helps.
+        let gone = PassedOver::Failed(sqlx::Error::Io(std::io::Error::from(
+            std::io::ErrorKind::HostUnreachable,
+        )));
+        assert!(!gone.is_permanent());
         assert!(!PassedOver::ReadOnly.is_permanent());
         assert!(!PassedOver::NoAnswer.is_permanent());
         let config = PassedOver::Failed(sqlx::Error::Configuration("bad sslmode".into()));
