@@ -143,3 +143,40 @@ async fn an_owned_reconnecting_client_can_be_spawned() {
     .unwrap();
     assert_eq!(answer, 42);
 }
+
+/// A call cut short by its deadline while its connection's server is frozen (the proxy
+/// holds every answer on that connection from its BEGIN on: what a hung primary that still
+/// accepts TCP looks like): the next call starts on a new connection, and commits. It
+/// reused the frozen one, and every later call timed out behind the first one's BEGIN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_short_by_its_deadline_leaves_its_connection_behind() {
+    let Some((url, observer, t)) =
+        observed_row("tokio_postgres::reconnecting_deadline", "tp_reconnect_deadline").await
+    else {
+        return;
+    };
+    let proxy = txretry_testkit::CommitFaultProxy::start(&url).unwrap();
+    let mut db = Reconnecting::new(proxy.url().parse().unwrap());
+    let policy = RetryPolicy::default();
+    let bump = format!("UPDATE {t} SET v = v + 1 WHERE id = 1");
+    db.transaction(&policy, async |tx| tx.batch_execute(&bump).await)
+        .await
+        .expect("a first call, on a connection that answers");
+
+    proxy.hold_replies_from_next_begin();
+    let frozen = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        db.transaction(&policy, async |tx| tx.batch_execute(&bump).await),
+    )
+    .await;
+    assert!(frozen.is_err(), "the frozen connection answered: {frozen:?}");
+
+    // The frozen connection stays frozen; the next call must not wait behind it.
+    txretry_testkit::wait::within(db.transaction(&policy, async |tx| tx.batch_execute(&bump).await))
+        .await
+        .expect("the next call commits on a new connection");
+    assert_eq!(value(&observer, &t, 1).await, 2, "the first and the third call");
+    proxy.release_replies();
+    drop(db);
+    drop_tables(&observer, &[&t]).await;
+}

@@ -72,6 +72,9 @@ pub struct Reconnecting<T = NoTls> {
     warning: Arc<Mutex<Option<UnreplicatedCommit>>>,
     /// The last committed transaction's, if its COMMIT was not confirmed replicated.
     unreplicated: Option<UnreplicatedCommit>,
+    /// An attempt has the client and has not ended: set while it runs, so that one whose
+    /// future was dropped midway (a call deadline) leaves it set.
+    in_flight: bool,
 }
 
 /// A COMMIT that succeeded on the primary with the server's warning that it might not have
@@ -125,6 +128,7 @@ where
             client: None,
             warning: Arc::default(),
             unreplicated: None,
+            in_flight: false,
         }
     }
 
@@ -224,7 +228,23 @@ where
     async fn client_for_attempt(&mut self) -> Result<&mut Client, tokio_postgres::Error> {
         self.unreplicated = None;
         *self.warning.lock().unwrap_or_else(PoisonError::into_inner) = None;
-        self.client().await
+        if std::mem::take(&mut self.in_flight) {
+            // The last attempt's future was dropped midway (a call deadline): its statement
+            // may still await an answer on this connection (a frozen primary never sends
+            // one), and every later query would queue behind it. Start on a new one.
+            self.client = None;
+        }
+        self.client().await?;
+        // Set only once connected: a connect dropped midway left nothing behind.
+        self.in_flight = true;
+        Ok(self
+            .client
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("connected above")))
+    }
+
+    fn ended(&mut self) {
+        self.in_flight = false;
     }
 
     fn committed(&mut self) {

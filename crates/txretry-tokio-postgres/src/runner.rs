@@ -180,6 +180,9 @@ pub(crate) trait Source: Send {
 
     /// The attempt committed.
     fn committed(&mut self) {}
+
+    /// The attempt ended (committed or failed, either way): it was not dropped midway.
+    fn ended(&mut self) {}
 }
 
 impl Source for &mut Client {
@@ -298,6 +301,7 @@ where
             }
         }
         .await;
+        source.ended();
         match attempt {
             Ok(value) => {
                 source.committed();

@@ -24,12 +24,15 @@ const SEARCH_PAUSE: Duration = Duration::from_millis(50);
 /// A watcher task keeps one connection of its own to the current primary and checks it
 /// every 250 ms (`SHOW transaction_read_only`). When that connection is lost or the host
 /// turns read-only (a switchover, a failover), it asks every host at once for the one
-/// that accepts writes (a host that does not answer, such as a frozen old primary, holds up
-/// nothing) and points the pool at it
+/// that accepts writes (a host that does not answer, such as a frozen old primary, blocks
+/// no other; a round that finds none writable ends when its probe times out, 2 s) and
+/// points the pool at it
 /// ([`Pool::set_connect_options`](sqlx::Pool::set_connect_options)). Every new connection
 /// of the pool is checked too: one that lands on a read-only host is refused with a
-/// [`NotPrimary`] error (`25006`, a [`Failover`](txretry_core::TransientKind::Failover)),
-/// so the pool never hands out a session on a standby. Together with the runners (which
+/// [`NotPrimary`] error (`25006`), so the pool never hands out a session on a standby.
+/// sqlx retries a refused connect inside `acquire` (logging each refusal), so a caller
+/// meets it as `PoolTimedOut` (a connection failure) once the pool's `acquire_timeout`
+/// has passed, not as `25006`. Together with the runners (which
 /// discard a connection after a lost session) and a policy with a failover budget
 /// ([`RetryPolicy::high_availability`](txretry_core::RetryPolicy::high_availability)),
 /// a transaction interrupted by a failover runs again on the new primary.
@@ -270,7 +273,8 @@ pub enum MultiHostError {
 /// A new connection of a [`PrimaryPool`] reached a host that does not accept writes (a
 /// standby, or a primary being demoted). Its code is Postgres' own for a write refused on
 /// such a host, `25006`, so it classifies as
-/// [`Failover`](txretry_core::TransientKind::Failover).
+/// [`Failover`](txretry_core::TransientKind::Failover) where it surfaces; sqlx keeps it
+/// inside `acquire`, which retries the connect and in the end says `PoolTimedOut`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotPrimary;
 

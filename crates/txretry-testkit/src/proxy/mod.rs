@@ -149,12 +149,13 @@ impl CommitFaultProxy {
         self.counters.injected.load(Ordering::SeqCst)
     }
 
-    /// Holds the servers' answers from the next BEGIN (or `START TRANSACTION`) a client
-    /// sends on: its answer and every later one, on any connection, until
-    /// [`release_replies`](Self::release_replies). The BEGIN still reaches the server and
-    /// runs; only the answers wait. A test cancels a call while its BEGIN awaits its answer
-    /// this way. Seen in a Postgres simple Query or Parse, and in a MySQL `COM_QUERY` or
-    /// `COM_STMT_PREPARE`.
+    /// Holds the server's answers on the connection of the next BEGIN (or `START
+    /// TRANSACTION`) a client sends: the BEGIN's answer and every later one on that
+    /// connection, until [`release_replies`](Self::release_replies), as a server that
+    /// froze would. The BEGIN still reaches the server and runs; only its answers wait.
+    /// Other connections, new ones included, go on. A test cancels a call while its BEGIN
+    /// awaits its answer this way. Seen in a Postgres simple Query or Parse, and in a MySQL
+    /// `COM_QUERY` or `COM_STMT_PREPARE`.
     pub fn hold_replies_from_next_begin(&self) {
         self.counters.hold_at_begin.store(true, Ordering::SeqCst);
     }
@@ -163,7 +164,10 @@ impl CommitFaultProxy {
     /// go on, in order (and disarms it, if no BEGIN came).
     pub fn release_replies(&self) {
         self.counters.hold_at_begin.store(false, Ordering::SeqCst);
-        self.counters.held.store(false, Ordering::SeqCst);
+        let held = std::mem::take(&mut *self.counters.held.lock().unwrap_or_else(|e| e.into_inner()));
+        for hold in held {
+            hold.store(false, Ordering::SeqCst);
+        }
     }
 
     /// How many COMMITs (faulty or not) the proxy has seen clients send.
@@ -202,10 +206,25 @@ struct Counters {
     armed: AtomicUsize,
     injected: AtomicUsize,
     commits_seen: AtomicUsize,
-    /// [`CommitFaultProxy::hold_replies_from_next_begin`]: the next BEGIN sets `held`.
+    /// [`CommitFaultProxy::hold_replies_from_next_begin`]: the next BEGIN holds its
+    /// connection's answers.
     hold_at_begin: AtomicBool,
-    /// Servers' messages wait while set.
-    held: AtomicBool,
+    /// The connections whose answers are held, for [`CommitFaultProxy::release_replies`].
+    held: std::sync::Mutex<Vec<Arc<AtomicBool>>>,
+}
+
+/// Whether a connection's answers are held (see
+/// [`CommitFaultProxy::hold_replies_from_next_begin`]).
+#[derive(Default)]
+struct Hold(Arc<AtomicBool>);
+
+impl Hold {
+    /// Returns once this connection's answers are no longer held.
+    async fn unless_held(&self) {
+        while self.0.load(Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
 }
 
 impl Counters {
@@ -222,18 +241,14 @@ impl Counters {
         self.injected.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Records a BEGIN sent by a client: from it on, answers are held when that was asked.
-    fn begin_seen(&self) {
+    /// Records a BEGIN a client sent on the connection `hold` belongs to: from it on, that
+    /// connection's answers are held when that was asked.
+    fn begin_seen(&self, hold: &Hold) {
         if self.hold_at_begin.swap(false, Ordering::SeqCst) {
-            trace!("BEGIN seen: holding the servers' answers");
-            self.held.store(true, Ordering::SeqCst);
-        }
-    }
-
-    /// Returns once the servers' answers are no longer held.
-    async fn unless_held(&self) {
-        while self.held.load(Ordering::SeqCst) {
-            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            trace!("BEGIN seen: holding the server's answers on its connection");
+            hold.0.store(true, Ordering::SeqCst);
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            held.push(Arc::clone(&hold.0));
         }
     }
 }
@@ -279,9 +294,10 @@ async fn serve(client: TcpStream, target: Arc<Target>, counters: Arc<Counters>) 
     // Messages are relayed one by one; Nagle's delay would stall every small one.
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
+    let hold = Hold::default();
     let ended = match target.protocol {
-        Protocol::Postgres => postgres::relay(client, server, &counters).await,
-        Protocol::Mysql => mysql::relay(client, server, &counters).await,
+        Protocol::Postgres => postgres::relay(client, server, &counters, &hold).await,
+        Protocol::Mysql => mysql::relay(client, server, &counters, &hold).await,
     };
     if let Err(e) = ended {
         trace!("connection ended: {e}");

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 
-use super::Counters;
+use super::{Counters, Hold};
 use super::read::{read_exact_or_eof, read_more};
 use super::sql::{Dialect, has_begin, has_commit};
 
@@ -44,6 +44,7 @@ pub(super) async fn relay(
     client: TcpStream,
     server: TcpStream,
     counters: &Counters,
+    hold: &Hold,
 ) -> io::Result<()> {
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
@@ -52,10 +53,10 @@ pub(super) async fn relay(
     // server closes; the client side only on an error.
     tokio::select! {
         ended = client_to_server(
-            BufReader::new(client_read), BufWriter::new(server_write), counters, &link,
+            BufReader::new(client_read), BufWriter::new(server_write), counters, &link, hold,
         ) => ended,
         ended = server_to_client(
-            BufReader::new(server_read), BufWriter::new(client_write), counters, &link,
+            BufReader::new(server_read), BufWriter::new(client_write), counters, &link, hold,
         ) => ended,
     }
 }
@@ -65,6 +66,7 @@ async fn client_to_server<R, W>(
     mut to: BufWriter<W>,
     counters: &Counters,
     link: &Link,
+    hold: &Hold,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -91,7 +93,7 @@ where
             && let Some((&(COM_QUERY | COM_STMT_PREPARE), sql)) = payload.split_first()
             && has_begin(sql, Dialect::Mysql)
         {
-            counters.begin_seen();
+            counters.begin_seen(hold);
         }
         // A packet that opens a new exchange (sequence 0) is a command; the handshake
         // and large-payload continuations never have sequence 0.
@@ -125,6 +127,7 @@ async fn server_to_client<R, W>(
     mut to: BufWriter<W>,
     counters: &Counters,
     link: &Link,
+    hold: &Hold,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -153,7 +156,7 @@ where
             );
             return Ok(());
         }
-        counters.unless_held().await;
+        hold.unless_held().await;
         to.write_all(&buf).await?;
         if from.buffer().is_empty() {
             to.flush().await?;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 
-use super::Counters;
+use super::{Counters, Hold};
 use super::read::{read_exact_or_eof, read_more};
 use super::sql::{Dialect, has_begin, has_commit};
 
@@ -21,6 +21,7 @@ pub(super) async fn relay(
     client: TcpStream,
     server: TcpStream,
     counters: &Counters,
+    hold: &Hold,
 ) -> io::Result<()> {
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
@@ -76,8 +77,8 @@ pub(super) async fn relay(
     // fault or when the server closes; the client side only on an error (after the
     // client's own close it waits for the server to close in turn).
     tokio::select! {
-        ended = client_to_server(client_read, server_write, counters, &fault_at) => ended,
-        ended = server_to_client(server_read, client_write, counters, &fault_at) => ended,
+        ended = client_to_server(client_read, server_write, counters, &fault_at, hold) => ended,
+        ended = server_to_client(server_read, client_write, counters, &fault_at, hold) => ended,
     }
 }
 
@@ -89,6 +90,7 @@ async fn client_to_server<R, W>(
     mut to: BufWriter<W>,
     counters: &Counters,
     fault_at: &AtomicU64,
+    hold: &Hold,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -116,7 +118,7 @@ where
                 ready_expected += 1;
                 let sql = cstr(body).map_or(&[][..], |(sql, _)| sql);
                 if has_begin(sql, Dialect::Postgres) {
-                    counters.begin_seen();
+                    counters.begin_seen(hold);
                 }
                 if has_commit(sql, Dialect::Postgres) {
                     trace!("postgres: simple Query with a COMMIT: {:?}", text(sql));
@@ -130,7 +132,7 @@ where
                 if let Some((name, rest)) = cstr(body) {
                     let sql = cstr(rest).map_or(&[][..], |(sql, _)| sql);
                     if has_begin(sql, Dialect::Postgres) {
-                        counters.begin_seen();
+                        counters.begin_seen(hold);
                     }
                     let commit = has_commit(sql, Dialect::Postgres);
                     if commit {
@@ -201,6 +203,7 @@ async fn server_to_client<R, W>(
     mut to: BufWriter<W>,
     counters: &Counters,
     fault_at: &AtomicU64,
+    hold: &Hold,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -229,7 +232,7 @@ where
             }
             continue;
         }
-        counters.unless_held().await;
+        hold.unless_held().await;
         to.write_all(&buf).await?;
         if from.buffer().is_empty() {
             to.flush().await?;
