@@ -1,12 +1,14 @@
 //! `txretry-mcp check`: the config's problems that need its databases. Every source is
 //! opened, every statement prepared on its source (the database parses it and resolves its
 //! tables and columns), and every `:capture.column` checked against the columns the
-//! capturing statement returns.
+//! capturing statement returns. On Postgres, whose columns are typed when prepared, a
+//! statement is prepared with its captured values typed as calls bind them, and a column
+//! no call could turn into JSON is refused.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sqlx::{AssertSqlSafe, Column, Executor, SqlSafeStr};
+use sqlx::{AssertSqlSafe, Column, Executor, SqlSafeStr, TypeInfo};
 
 use crate::config::{Config, ConfigError, ReturnsPlan, StatementPlan, ToolPlan};
 use crate::engine::postgres;
@@ -49,39 +51,47 @@ pub async fn prepare(
     let mut prepared = 0;
     for tool in &config.tools {
         let pool = &pools[&tool.source];
-        // Each capture's columns, as the database describes them.
-        let mut columns: HashMap<&str, Vec<String>> = HashMap::new();
+        // Each capture's columns, as the database describes them: name and type.
+        let mut columns: Captured = HashMap::new();
         let mut returns_rows = false;
         for statement in &tool.statements {
             for reference in statement.statement.refs() {
                 if let Ref::Column(capture, column) = reference
                     && let Some(known) = columns.get(capture.as_str())
-                    && !known.contains(column)
+                    && !known.iter().any(|(name, _)| name == column)
                 {
+                    let names: Vec<&str> = known.iter().map(|(name, _)| name.as_str()).collect();
                     problems.push(statement.sql.error(format!(
                         "{reference}: the statement capturing {capture:?} returns no column {column:?} (it returns {})",
-                        known.join(", ")
+                        names.join(", ")
                     )));
                 }
             }
-            match describe(pool, tool, statement).await {
-                Ok(names) => {
+            match describe(pool, tool, statement, &columns).await {
+                Ok(described) => {
                     prepared += 1;
-                    returns_rows |= !names.is_empty();
+                    returns_rows |= !described.is_empty();
+                    if is_postgres(pool) {
+                        for (name, type_name) in &described {
+                            if postgres::column_kind(type_name).is_err() {
+                                let why = postgres::unreadable_column(name, type_name);
+                                problems.push(statement.sql.error(why));
+                            }
+                        }
+                    }
                     if let Some(capture) = &statement.capture {
-                        if names.is_empty() {
+                        if described.is_empty() {
                             problems.push(statement.sql.error(format!(
                                 "captures {capture:?} but returns no rows (add RETURNING, or capture a SELECT)"
                             )));
                         }
-                        columns.insert(capture.as_str(), names);
+                        columns.insert(capture.as_str(), described);
                     }
                 }
-                Err(error) => problems.push(
-                    statement
-                        .sql
-                        .error(format!("the database refused it: {error}")),
-                ),
+                Err(error) => problems.push(statement.sql.error(format!(
+                    "the database refused it: {}",
+                    txretry_sqlx::describe::describe(&error)
+                ))),
             }
         }
         if matches!(tool.returns, ReturnsPlan::Rows | ReturnsPlan::Row) && !returns_rows {
@@ -98,27 +108,40 @@ pub async fn prepare(
     }
 }
 
+/// The columns of each capture so far: name and type name, as the database describes them.
+type Captured<'a> = HashMap<&'a str, Vec<(String, String)>>;
+
+fn is_postgres(pool: &Pool) -> bool {
+    matches!(pool, Pool::Postgres(_) | Pool::Primary(_))
+}
+
 /// Prepares a statement of `tool` on a connection of `pool` (on Postgres, with its
-/// parameters' declared types, as calls prepare it); the names of the columns it returns.
+/// parameters' declared types and its captured values' types, as calls prepare it); the
+/// columns it returns, each with its type's name.
 async fn describe(
     pool: &Pool,
     tool: &ToolPlan,
     statement: &StatementPlan,
-) -> Result<Vec<String>, sqlx::Error> {
-    fn names<S: sqlx::Statement>(prepared: &S) -> Vec<String> {
+    captured: &Captured<'_>,
+) -> Result<Vec<(String, String)>, sqlx::Error> {
+    fn names<S: sqlx::Statement>(prepared: &S) -> Vec<(String, String)> {
         prepared
             .columns()
             .iter()
-            .map(|c| c.name().to_owned())
+            .map(|c| (c.name().to_owned(), c.type_info().name().to_owned()))
             .collect()
     }
     let sql = || AssertSqlSafe(Arc::clone(&statement.prepared.sql)).into_sql_str();
-    // Postgres: the SQL and parameter types a call prepares (a capture's type is its
-    // value's, known only when a call runs).
+    // Postgres: the SQL and parameter types a call prepares. A captured value binds as
+    // what its column reads as (an INT4 as an integer, a `::text` as a string), NULL
+    // aside, which Postgres types itself.
     let typed = || {
         let kinds = statement.prepared.binds.iter().map(|bind| match bind {
             Ref::Param(name) => tool.params.get(name).map(|decl| decl.kind),
-            Ref::Column(..) => None,
+            Ref::Column(capture, column) => captured
+                .get(capture.as_str())
+                .and_then(|columns| columns.iter().find(|(name, _)| name == column))
+                .and_then(|(_, type_name)| postgres::column_kind(type_name).ok().flatten()),
         });
         let (sql, types) = postgres::typed(&statement.prepared.sql, kinds);
         (AssertSqlSafe(sql).into_sql_str(), types)

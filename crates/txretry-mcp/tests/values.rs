@@ -186,6 +186,76 @@ tools:
     assert_eq!(db.ints(year).await, [2024]);
 }
 
+/// On Postgres, `check` prepares a statement with its captured values typed as calls bind
+/// them, and refuses a column no call could turn into JSON: it said OK to both, and then
+/// every call failed (a text captured from `created::text` compared with a TIMESTAMPTZ; a
+/// NUMERIC sum). Each is refused at its statement's line, and the fixed config passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_check_types_captures_and_refuses_columns_it_cannot_answer() {
+    let Some(db) = Db::postgres("values::check_types").await else {
+        return;
+    };
+    db.exec("CREATE TABLE notes (id BIGINT PRIMARY KEY, cents INT NOT NULL, created TIMESTAMPTZ NOT NULL DEFAULT now())")
+        .await;
+    let config = |compare: &str, total: &str| {
+        format!(
+            r#"
+sources:
+  shop: {{ url: "${{VALUES_DB_URL}}" }}
+tools:
+  newer_notes:
+    source: shop
+    description: The notes newer than one.
+    read_only: true
+    parameters:
+      id: {{ type: integer, description: The note. }}
+    statements:
+      - sql: SELECT created::text AS ts FROM notes WHERE id = :id
+        capture: ref
+      - sql: SELECT id FROM notes WHERE {compare}
+  total:
+    source: shop
+    description: All the cents.
+    read_only: true
+    statements:
+      - sql: SELECT {total} AS total FROM notes
+    returns: row
+"#
+        )
+    };
+    let env = [("VALUES_DB_URL", db.url.as_str())];
+    let broken = db.write(
+        "broken.yaml",
+        &config("created >= :ref.ts", "sum(cents)::numeric"),
+    );
+    let ran = check(&broken, &env).await;
+    assert_eq!(ran.code, Some(2), "{ran:?}");
+    assert!(
+        ran.stderr.contains("line 14,") && ran.stderr.contains("timestamp with time zone >= text"),
+        "the typed capture, at its statement: {ran:?}"
+    );
+    assert!(
+        ran.stderr.contains("line 20,")
+            && ran.stderr.contains("column \"total\" has type NUMERIC")
+            && ran.stderr.contains("total::text"),
+        "the NUMERIC column, at its statement: {ran:?}"
+    );
+    let fixed = db.write(
+        "fixed.yaml",
+        &config("created >= :ref.ts::timestamptz", "sum(cents)::int8"),
+    );
+    let ran = check(&fixed, &env).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    db.exec("INSERT INTO notes (id, cents, created) VALUES (1, 5, now() - interval '1 day'), (2, 7, now())")
+        .await;
+    let client = stdio(&fixed, &[], &env).await;
+    let newer = outcome(&client, "newer_notes", json!({"id": 1})).await;
+    assert_eq!(committed(&newer), &json!([{"id": 1}, {"id": 2}]));
+    let total = outcome(&client, "total", json!({})).await;
+    assert_eq!(committed(&total), &json!({"total": 12}));
+    client.cancel().await.unwrap();
+}
+
 crate::on_each_database!(values_land_as_given_whatever_the_column_type);
 
 /// A `once` key holds a number as a number: `5` from one host and `5.0` from another

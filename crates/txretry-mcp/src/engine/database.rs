@@ -43,11 +43,13 @@ pub trait Database: txretry_sqlx::Backend + txretry_tool::OnceBackend {
 
 /// A column this server cannot read as JSON: the error names it and says how to cast it.
 pub fn unreadable(column: &str, type_name: &str, cast: &str) -> sqlx::Error {
-    sqlx::Error::Decode(
-        format!(
-            "column {column:?} has type {type_name}, which txretry-mcp does not turn into JSON: cast it in the SQL ({cast})"
-        )
-        .into(),
+    sqlx::Error::Decode(unreadable_text(column, type_name, cast).into())
+}
+
+/// [`unreadable`]'s message.
+pub fn unreadable_text(column: &str, type_name: &str, cast: &str) -> String {
+    format!(
+        "column {column:?} has type {type_name}, which txretry-mcp does not turn into JSON: cast it in the SQL ({cast})"
     )
 }
 

@@ -9,7 +9,7 @@ use sqlx::postgres::types::Oid;
 use sqlx::postgres::{PgPool, PgRow, PgTypeInfo, Postgres};
 use sqlx::{Column, Row, Transaction, Type, TypeInfo, ValueRef};
 
-use super::database::{Database, Done, unreadable};
+use super::database::{Database, Done, unreadable_text};
 use super::stopper::Stopper;
 use crate::config::{ParamKind, SqlValue};
 
@@ -67,6 +67,26 @@ pub fn typed(
     (text, types)
 }
 
+/// What a column of Postgres type `type_name` is in a call's answer, and what it binds as
+/// when a later statement uses it as a captured value: the kind of its JSON value (`None`:
+/// VOID, always NULL), or `Err` when [`read_row`] cannot read it into JSON at all. The
+/// same names as `read_row`'s.
+pub fn column_kind(type_name: &str) -> Result<Option<ParamKind>, ()> {
+    match type_name {
+        "BOOL" => Ok(Some(ParamKind::Boolean)),
+        "INT2" | "INT4" | "INT8" => Ok(Some(ParamKind::Integer)),
+        "FLOAT4" | "FLOAT8" => Ok(Some(ParamKind::Number)),
+        "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" | "CHAR" | "CITEXT" => Ok(Some(ParamKind::String)),
+        "VOID" => Ok(None),
+        _ => Err(()),
+    }
+}
+
+/// Why [`read_row`] cannot read column `name` of type `type_name`, and the cast that lets it.
+pub fn unreadable_column(name: &str, type_name: &str) -> String {
+    unreadable_text(name, type_name, &format!("{name}::text"))
+}
+
 fn read_row(row: &PgRow) -> Result<Map<String, Value>, sqlx::Error> {
     let mut object = Map::new();
     for column in row.columns() {
@@ -86,7 +106,7 @@ fn read_row(row: &PgRow) -> Result<Map<String, Value>, sqlx::Error> {
                     Value::from(row.try_get::<String, _>(i)?)
                 }
                 "VOID" => Value::Null,
-                other => return Err(unreadable(name, other, &format!("{name}::text"))),
+                other => return Err(sqlx::Error::Decode(unreadable_column(name, other).into())),
             }
         };
         object.insert(name.to_owned(), value);
