@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use sqlx::{AssertSqlSafe, Column, Executor, SqlSafeStr, TypeInfo};
 
-use crate::config::{Config, ConfigError, ReturnsPlan, StatementPlan, ToolPlan};
+use crate::config::{Config, ConfigError, OncePlan, ReturnsPlan, StatementPlan, ToolPlan};
 use crate::engine::postgres;
 use crate::source::Pool;
 use crate::sql::Ref;
@@ -94,6 +94,11 @@ pub async fn prepare(
                 ))),
             }
         }
+        if let Some(once) = &tool.once
+            && let Err(problem) = records_table(pool, once).await
+        {
+            problems.push(problem);
+        }
         if matches!(tool.returns, ReturnsPlan::Rows | ReturnsPlan::Row) && !returns_rows {
             problems.push(
                 tool.returns_field
@@ -158,4 +163,69 @@ async fn describe(
         Pool::MySql(pool) => names(&pool.prepare(sql()).await?),
         Pool::Sqlite(pool) => names(&pool.prepare(sql()).await?),
     })
+}
+
+/// The columns a `once` tool's records need (txretry-tool's DDL).
+const RECORD_COLUMNS: [&str; 7] = [
+    "tool",
+    "call_key",
+    "status",
+    "output",
+    "error_kind",
+    "error_message",
+    "created_at",
+];
+
+/// A `once` tool's records' table, when it exists already, has the records' columns: one
+/// of the application's own, named by mistake, failed every call (as a business error)
+/// with a missing column. A table that does not exist yet is created by the first call.
+async fn records_table(pool: &Pool, once: &OncePlan) -> Result<(), ConfigError> {
+    let default = txretry_tool::Once::new();
+    let table = once.table.as_deref().unwrap_or(default.table_name());
+    // The name is bound, never spliced into the SQL.
+    let postgres = async |pool: &sqlx::PgPool| {
+        sqlx::query_scalar(
+            "SELECT attname::text FROM pg_attribute \
+             WHERE attrelid = to_regclass(quote_ident($1)) AND attnum > 0 AND NOT attisdropped",
+        )
+        .bind(table)
+        .fetch_all(pool)
+        .await
+    };
+    let found: Result<Vec<String>, sqlx::Error> = match pool {
+        Pool::Postgres(pool) => postgres(pool).await,
+        Pool::Primary(pool) => postgres(&pool.pool()).await,
+        Pool::MySql(pool) => {
+            sqlx::query_scalar(
+                "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
+                 WHERE table_schema = DATABASE() AND table_name = ?",
+            )
+            .bind(table)
+            .fetch_all(pool)
+            .await
+        }
+        Pool::Sqlite(pool) => {
+            sqlx::query_scalar("SELECT name FROM pragma_table_info(?)")
+                .bind(table)
+                .fetch_all(pool)
+                .await
+        }
+    };
+    let columns = found.map_err(|e| {
+        once.field.error(format!(
+            "could not read the columns of {table:?}: {}",
+            txretry_sqlx::describe::describe(&e)
+        ))
+    })?;
+    let missing: Vec<&str> = RECORD_COLUMNS
+        .into_iter()
+        .filter(|need| !columns.iter().any(|c| c.eq_ignore_ascii_case(need)))
+        .collect();
+    if columns.is_empty() || missing.is_empty() {
+        return Ok(());
+    }
+    Err(once.field.error(format!(
+        "the table {table:?} exists but is not a table of call records (no column {}): name another with once.table",
+        missing.join(", ")
+    )))
 }

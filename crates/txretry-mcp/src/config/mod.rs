@@ -173,6 +173,8 @@ pub struct OncePlan {
     pub key: Vec<String>,
     /// The records' table, when not the default one (a valid name: checked).
     pub table: Option<String>,
+    /// Where the table is named (`once.table`, or `once` for the default one).
+    pub field: Located,
 }
 
 /// A bearer token and who it makes its caller.

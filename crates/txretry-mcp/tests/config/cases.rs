@@ -223,6 +223,14 @@ pub const STATIC_CASES: &[Case] = &[
 /// Problems only the database finds.
 pub const DATABASE_CASES: &[Case] = &[
     Case {
+        name: "once table naming a table of the application's",
+        from: "once: { key: [order_id] }",
+        to: "once: { key: [order_id], table: accounts }",
+        field: "tools.cancel_order.once.table",
+        marker: "once: { key: [order_id], table: accounts }",
+        message: "the table \"accounts\" exists but is not a table of call records (no column tool, call_key, status, output, error_kind, error_message, created_at)",
+    },
+    Case {
         name: "capture column the capturing statement does not return",
         from: "WHERE id = :order.account",
         to: "WHERE id = :order.acount",

@@ -2,7 +2,11 @@
 
 /// Why a `once` tool's call was refused: it was used in a way that would break "exactly
 /// once". Returned as [`InvokeError::OnceRefused`](crate::InvokeError::OnceRefused); never
-/// retried.
+/// retried. Except [`NotDeclared`](OnceRefused::NotDeclared): a tool not declared `once`
+/// has no record to note the refusal in, so it reaches the handler only, as
+/// [`OnceError::Refused`](crate::OnceError::Refused); a handler that returns it fails the
+/// call as a business failure ([`FailureKind::Business`](crate::FailureKind::Business)),
+/// with this message.
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum OnceRefused {

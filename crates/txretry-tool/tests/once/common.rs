@@ -221,9 +221,9 @@ impl Work {
                 "unknown_item",
                 format!("there is no item {item}"),
             ))),
-            (Step::Refuse(message), _) => Err(BoxError::from(BusinessError::new(
-                "refused", *message,
-            ))),
+            (Step::Refuse(message), _) => {
+                Err(BoxError::from(BusinessError::new("refused", *message)))
+            }
             (Step::FlakyFirst, 1) => {
                 Err(BoxError::from(std::io::Error::other("deadlock detected")))
             }

@@ -436,9 +436,11 @@ async fn a_retry_failing_after_an_ambiguous_commit_leaves_the_call_ambiguous() {
             txretry_sqlx::transaction(&pool, ctx.policy(), async move |tx| {
                 if again {
                     // Row 0 is locked by the test's own session by now.
-                    sqlx::query(sql(format!("SELECT id FROM {t} WHERE id = 0 FOR UPDATE NOWAIT")))
-                        .execute(&mut **tx)
-                        .await?;
+                    sqlx::query(sql(format!(
+                        "SELECT id FROM {t} WHERE id = 0 FOR UPDATE NOWAIT"
+                    )))
+                    .execute(&mut **tx)
+                    .await?;
                 }
                 sqlx::query(sql(format!(
                     "INSERT INTO {t} VALUES (1) ON CONFLICT (id) DO NOTHING"
@@ -455,14 +457,21 @@ async fn a_retry_failing_after_an_ambiguous_commit_leaves_the_call_ambiguous() {
     .retry(two_attempts);
     let toolbox = Toolbox::builder().tool(tool).build().unwrap();
     let mut holder = PgConnection::connect(&url).await.unwrap();
-    sqlx::raw_sql(sql(format!("BEGIN; SELECT id FROM {t} WHERE id = 0 FOR UPDATE")))
-        .execute(&mut holder)
-        .await
-        .unwrap();
+    sqlx::raw_sql(sql(format!(
+        "BEGIN; SELECT id FROM {t} WHERE id = 0 FOR UPDATE"
+    )))
+    .execute(&mut holder)
+    .await
+    .unwrap();
 
     proxy.arm_commit_faults(1);
     let failed = failure(call(&toolbox, "add_row", "call-1").await);
-    let verdicts: Vec<Verdict> = failed.outcome().history().iter().map(|a| a.verdict).collect();
+    let verdicts: Vec<Verdict> = failed
+        .outcome()
+        .history()
+        .iter()
+        .map(|a| a.verdict)
+        .collect();
     assert_eq!(
         verdicts,
         [

@@ -242,6 +242,16 @@ pub(super) fn check_tool(
         OncePlan {
             key,
             table: once.value.table.as_ref().map(|t| t.value.clone()),
+            field: match &once.value.table {
+                Some(table) => Located {
+                    field: format!("{ofield}.table"),
+                    at: table.referenced,
+                },
+                None => Located {
+                    field: ofield.clone(),
+                    at: once.referenced,
+                },
+            },
         }
     });
 

@@ -39,14 +39,15 @@ pub async fn a_business_error_is_recorded_its_writes_rolled_back_and_replayed<D:
 /// A business error whose text holds a NUL (an agent's argument, echoed): recorded and
 /// replayed on every database, the NUL as U+FFFD. Postgres refused to store it, so the
 /// error went unrecorded and every repeat ran the work again.
-pub async fn a_business_error_with_a_nul_is_recorded_and_replayed<D: OnceDriver>(
-    s: &Setup<D>,
-) {
+pub async fn a_business_error_with_a_nul_is_recorded_and_replayed<D: OnceDriver>(s: &Setup<D>) {
     let work = Work::new(&s.t, Step::Refuse("no item named \0x"));
     let toolbox = toolbox(3, s.tool("refuse", &work));
     let first = call(&toolbox, "refuse", 1, "call-n").await;
     assert_eq!(failed(&first).kind(), FailureKind::Business);
-    assert_eq!(failed(&first).to_string(), "refuse: no item named \u{FFFD}x");
+    assert_eq!(
+        failed(&first).to_string(),
+        "refuse: no item named \u{FFFD}x"
+    );
     let again = call(&toolbox, "refuse", 1, "call-n").await;
     assert_eq!(answer(&again), answer(&first), "the same business error");
     assert_eq!(work.runs.get(), 1, "the work did not run again");
