@@ -11,7 +11,7 @@ use std::sync::Arc;
 use sqlx::{AssertSqlSafe, Column, Executor, SqlSafeStr, TypeInfo};
 
 use crate::config::{Config, ConfigError, OncePlan, ReturnsPlan, StatementPlan, ToolPlan};
-use crate::engine::postgres;
+use crate::engine::postgres::{self, ColumnKind};
 use crate::source::Pool;
 use crate::sql::Ref;
 
@@ -73,7 +73,7 @@ pub async fn prepare(
                     returns_rows |= !described.is_empty();
                     if is_postgres(pool) {
                         for (name, type_name) in &described {
-                            if postgres::column_kind(type_name).is_err() {
+                            if matches!(postgres::column_kind(type_name), ColumnKind::Unreadable) {
                                 let why = postgres::unreadable_column(name, type_name);
                                 problems.push(statement.sql.error(why));
                             }
@@ -146,7 +146,10 @@ async fn describe(
             Ref::Column(capture, column) => captured
                 .get(capture.as_str())
                 .and_then(|columns| columns.iter().find(|(name, _)| name == column))
-                .and_then(|(_, type_name)| postgres::column_kind(type_name).ok().flatten()),
+                .and_then(|(_, type_name)| match postgres::column_kind(type_name) {
+                    ColumnKind::Value(kind) => Some(kind),
+                    ColumnKind::Null | ColumnKind::Unreadable => None,
+                }),
         });
         let (sql, types) = postgres::typed(&statement.prepared.sql, kinds);
         (AssertSqlSafe(sql).into_sql_str(), types)

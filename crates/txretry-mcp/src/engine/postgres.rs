@@ -67,22 +67,32 @@ pub fn typed(
     (text, types)
 }
 
-/// What a column of Postgres type `type_name` is in a call's answer, and what it binds as
-/// when a later statement uses it as a captured value: the kind of its JSON value (`None`:
-/// VOID, always NULL), or `Err` when [`read_row`] cannot read it into JSON at all. The
-/// same names as `read_row`'s.
-pub fn column_kind(type_name: &str) -> Result<Option<ParamKind>, ()> {
+/// What a column of a Postgres type is in a call's answer, and binds as when a later
+/// statement uses it as a captured value.
+pub enum ColumnKind {
+    /// A JSON value of this kind.
+    Value(ParamKind),
+    /// Always NULL (VOID).
+    Null,
+    /// Nothing: a call cannot read it into JSON (it fails).
+    Unreadable,
+}
+
+/// The [`ColumnKind`] of Postgres type `type_name`: the same names as `read_row`'s.
+pub fn column_kind(type_name: &str) -> ColumnKind {
     match type_name {
-        "BOOL" => Ok(Some(ParamKind::Boolean)),
-        "INT2" | "INT4" | "INT8" => Ok(Some(ParamKind::Integer)),
-        "FLOAT4" | "FLOAT8" => Ok(Some(ParamKind::Number)),
-        "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" | "CHAR" | "CITEXT" => Ok(Some(ParamKind::String)),
-        "VOID" => Ok(None),
-        _ => Err(()),
+        "BOOL" => ColumnKind::Value(ParamKind::Boolean),
+        "INT2" | "INT4" | "INT8" => ColumnKind::Value(ParamKind::Integer),
+        "FLOAT4" | "FLOAT8" => ColumnKind::Value(ParamKind::Number),
+        "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" | "CHAR" | "CITEXT" => {
+            ColumnKind::Value(ParamKind::String)
+        }
+        "VOID" => ColumnKind::Null,
+        _ => ColumnKind::Unreadable,
     }
 }
 
-/// Why [`read_row`] cannot read column `name` of type `type_name`, and the cast that lets it.
+/// Why a call cannot read column `name` of type `type_name` into JSON, and the cast that lets it.
 pub fn unreadable_column(name: &str, type_name: &str) -> String {
     unreadable_text(name, type_name, &format!("{name}::text"))
 }
