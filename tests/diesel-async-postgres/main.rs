@@ -9,9 +9,9 @@ mod admission;
 mod business;
 #[path = "../diesel-async-shared/calls.rs"]
 mod calls;
+mod cancellation;
 #[path = "../diesel-async-shared/cancelled_begin.rs"]
 mod cancelled_begin;
-mod cancellation;
 #[path = "../diesel-shared/pg_commit_boundary.rs"]
 mod commit_boundary;
 #[path = "../diesel-async-shared/common.rs"]

@@ -35,7 +35,10 @@ fn a_runner_dropped_inside_begin_leaves_a_connection_the_next_call_refuses() {
                 .await
         });
         let dropped = tokio::time::timeout(Duration::from_millis(300), attempt).await;
-        assert!(dropped.is_err(), "BEGIN was answered while held: {dropped:?}");
+        assert!(
+            dropped.is_err(),
+            "BEGIN was answered while held: {dropped:?}"
+        );
         proxy.release_replies();
 
         let mut calls = 0;

@@ -342,7 +342,11 @@ pub async fn retry_failing_after_an_ambiguous_commit<D: LostCommit>() {
     assert_eq!(sessions.len(), 2, "two attempts: {sessions:?}");
     let outcome = err.outcome();
     let verdicts: Vec<Verdict> = outcome.history().iter().map(|a| a.verdict).collect();
-    assert_eq!(verdicts, [Verdict::Ambiguous, Verdict::Permanent], "{err:?}");
+    assert_eq!(
+        verdicts,
+        [Verdict::Ambiguous, Verdict::Permanent],
+        "{err:?}"
+    );
     assert!(
         outcome.may_have_committed(),
         "the first COMMIT may have landed: {err:?}"

@@ -18,7 +18,11 @@ async fn a_runner_dropped_inside_begin_does_not_pool_its_connection() {
         return;
     };
     let t = table("cancelled_begin");
-    exec(&direct, format!("CREATE TABLE {t} (id INT PRIMARY KEY){TABLE_OPTIONS}")).await;
+    exec(
+        &direct,
+        format!("CREATE TABLE {t} (id INT PRIMARY KEY){TABLE_OPTIONS}"),
+    )
+    .await;
     let proxy = CommitFaultProxy::start(&url).unwrap();
     let pool = PoolOptions::new()
         .max_connections(1)
@@ -38,7 +42,10 @@ async fn a_runner_dropped_inside_begin_does_not_pool_its_connection() {
         },
     );
     let dropped = tokio::time::timeout(Duration::from_millis(300), run).await;
-    assert!(dropped.is_err(), "BEGIN was answered while held: {dropped:?}");
+    assert!(
+        dropped.is_err(),
+        "BEGIN was answered while held: {dropped:?}"
+    );
     proxy.release_replies();
 
     // A plain write through the pool, in autocommit: it must be there for everyone.
@@ -50,7 +57,11 @@ async fn a_runner_dropped_inside_begin_does_not_pool_its_connection() {
         .fetch_all(&direct)
         .await
         .unwrap();
-    assert_eq!(seen, [2], "the write after the dropped BEGIN is not committed");
+    assert_eq!(
+        seen,
+        [2],
+        "the write after the dropped BEGIN is not committed"
+    );
     pool.close().await;
     drop_table(&direct, &t).await;
 }

@@ -150,8 +150,11 @@ async fn an_owned_reconnecting_client_can_be_spawned() {
 /// reused the frozen one, and every later call timed out behind the first one's BEGIN.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_cut_short_by_its_deadline_leaves_its_connection_behind() {
-    let Some((url, observer, t)) =
-        observed_row("tokio_postgres::reconnecting_deadline", "tp_reconnect_deadline").await
+    let Some((url, observer, t)) = observed_row(
+        "tokio_postgres::reconnecting_deadline",
+        "tp_reconnect_deadline",
+    )
+    .await
     else {
         return;
     };
@@ -169,13 +172,22 @@ async fn a_call_cut_short_by_its_deadline_leaves_its_connection_behind() {
         db.transaction(&policy, async |tx| tx.batch_execute(&bump).await),
     )
     .await;
-    assert!(frozen.is_err(), "the frozen connection answered: {frozen:?}");
+    assert!(
+        frozen.is_err(),
+        "the frozen connection answered: {frozen:?}"
+    );
 
     // The frozen connection stays frozen; the next call must not wait behind it.
-    txretry_testkit::wait::within(db.transaction(&policy, async |tx| tx.batch_execute(&bump).await))
-        .await
-        .expect("the next call commits on a new connection");
-    assert_eq!(value(&observer, &t, 1).await, 2, "the first and the third call");
+    txretry_testkit::wait::within(
+        db.transaction(&policy, async |tx| tx.batch_execute(&bump).await),
+    )
+    .await
+    .expect("the next call commits on a new connection");
+    assert_eq!(
+        value(&observer, &t, 1).await,
+        2,
+        "the first and the third call"
+    );
     proxy.release_replies();
     drop(db);
     drop_tables(&observer, &[&t]).await;

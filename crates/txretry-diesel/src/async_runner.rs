@@ -217,8 +217,7 @@ where
     // future `Send` only with the closure's concrete type in view (see core's `run.rs`).
     txretry_core::retry_async!(state, admission = &options, async {
         let no_transaction = matches!(
-            AnsiTransactionManager::transaction_manager_status_mut(&mut *conn)
-                .transaction_depth(),
+            AnsiTransactionManager::transaction_manager_status_mut(&mut *conn).transaction_depth(),
             Ok(None)
         );
         if no_transaction && AnsiTransactionManager::is_broken_transaction_manager(&mut *conn) {

@@ -306,9 +306,15 @@ mod tests {
         ] {
             let shown = redact_url(url);
             assert!(!shown.contains("ss99XYZ"), "{url} shown as {shown}");
-            assert!(shown.ends_with("@127.0.0.1:5432/nope") || shown.contains(":***@"), "{shown}");
+            assert!(
+                shown.ends_with("@127.0.0.1:5432/nope") || shown.contains(":***@"),
+                "{shown}"
+            );
             let secrets = passwords_in(url);
-            let text = scrub(&format!("cannot connect to {url}: invalid port number"), &secrets);
+            let text = scrub(
+                &format!("cannot connect to {url}: invalid port number"),
+                &secrets,
+            );
             assert!(!text.contains("ss99XYZ"), "{url}: {text}");
         }
         assert_eq!(

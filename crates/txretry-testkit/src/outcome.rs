@@ -18,7 +18,10 @@ pub fn assert_outcome<E: std::fmt::Debug>(
     assert_eq!(outcome.phase(), phase, "{err:?}");
     assert_eq!(outcome.attempts(), attempts, "{err:?}");
     assert_eq!(outcome.stop_reason(), stop, "{err:?}");
-    let ambiguous = outcome.history().iter().any(|a| a.verdict == Verdict::Ambiguous);
+    let ambiguous = outcome
+        .history()
+        .iter()
+        .any(|a| a.verdict == Verdict::Ambiguous);
     assert_eq!(outcome.may_have_committed(), ambiguous, "{err:?}");
 }
 

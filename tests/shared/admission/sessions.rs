@@ -331,10 +331,7 @@ async fn a_session_statement_timeout_does_not_cut_the_wait_short() {
     };
     let url = &url;
     let two = Two::new(url, "stmt_timeout", Some(SERVER.short_statement_timeout())).await;
-    let patient = policy(
-        Admission::per_key().in_database(Duration::from_secs(30)),
-        1,
-    );
+    let patient = policy(Admission::per_key().in_database(Duration::from_secs(30)), 1);
     let release = Arc::new(Notify::new());
     let (holder, holder_id) = two.a_holds(url, &release).await;
 
@@ -347,9 +344,16 @@ async fn a_session_statement_timeout_does_not_cut_the_wait_short() {
     let waiter_id = waiter_of(url, &two.key).await;
     // Several times B's statement timeout, waiting on the server all along.
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(!waiter.is_finished(), "B stopped waiting: {:?}", waiter.await);
+    assert!(
+        !waiter.is_finished(),
+        "B stopped waiting: {:?}",
+        waiter.await
+    );
     assert!(b_ran.try_recv().is_err(), "B's body waits for the key");
-    assert_eq!(Db::query_i64(url, SERVER.waiting_for(&two.key)).await, waiter_id);
+    assert_eq!(
+        Db::query_i64(url, SERVER.waiting_for(&two.key)).await,
+        waiter_id
+    );
     assert_eq!(
         Db::query_i64(url, SERVER.holder_of(&two.key)).await,
         holder_id,
@@ -358,7 +362,10 @@ async fn a_session_statement_timeout_does_not_cut_the_wait_short() {
 
     release.notify_one();
     within(holder).await.unwrap().unwrap();
-    within(waiter).await.unwrap().expect("B gets the key once A lets go");
+    within(waiter)
+        .await
+        .unwrap()
+        .expect("B gets the key once A lets go");
     assert!(b_ran.try_recv().is_ok(), "B's body ran");
     assert_eq!(Db::key_holders(url, &two.key).await, 0);
     two.close().await;

@@ -164,7 +164,8 @@ impl CommitFaultProxy {
     /// go on, in order (and disarms it, if no BEGIN came).
     pub fn release_replies(&self) {
         self.counters.hold_at_begin.store(false, Ordering::SeqCst);
-        let held = std::mem::take(&mut *self.counters.held.lock().unwrap_or_else(|e| e.into_inner()));
+        let held =
+            std::mem::take(&mut *self.counters.held.lock().unwrap_or_else(|e| e.into_inner()));
         for hold in held {
             hold.store(false, Ordering::SeqCst);
         }

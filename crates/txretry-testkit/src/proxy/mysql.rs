@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 
-use super::{Counters, Hold};
 use super::read::{read_exact_or_eof, read_more};
 use super::sql::{Dialect, has_begin, has_commit};
+use super::{Counters, Hold};
 
 const CLIENT_COMPRESS: u32 = 0x0000_0020;
 const CLIENT_SSL: u32 = 0x0000_0800;

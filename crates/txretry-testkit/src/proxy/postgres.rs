@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 
-use super::{Counters, Hold};
 use super::read::{read_exact_or_eof, read_more};
 use super::sql::{Dialect, has_begin, has_commit};
+use super::{Counters, Hold};
 
 const SSL_REQUEST: i32 = 80_877_103;
 const GSSENC_REQUEST: i32 = 80_877_104;

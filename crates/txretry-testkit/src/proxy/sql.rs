@@ -162,7 +162,11 @@ mod tests {
         }
         assert!(has_commit(b"END", Dialect::Postgres));
         assert!(!has_commit(b"END", Dialect::Mysql));
-        for sql in ["BEGIN", "begin isolation level serializable", "START TRANSACTION READ ONLY"] {
+        for sql in [
+            "BEGIN",
+            "begin isolation level serializable",
+            "START TRANSACTION READ ONLY",
+        ] {
             assert!(has_begin(sql.as_bytes(), Dialect::Postgres), "{sql}");
             assert!(has_begin(sql.as_bytes(), Dialect::Mysql), "{sql}");
         }
