@@ -256,6 +256,40 @@ tools:
     client.cancel().await.unwrap();
 }
 
+/// A Postgres error told to the agent is the server's message, without the ` at line N`
+/// sqlx appends (a line of the server's C source: "violates check constraint … at line
+/// 2090" read as a line of the tool's SQL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_errors_reach_the_agent_without_a_source_line() {
+    let Some(db) = Db::postgres("values::source_line").await else {
+        return;
+    };
+    db.exec("CREATE TABLE positive (n INT NOT NULL CHECK (n > 0))")
+        .await;
+    let config = db.write(
+        "positive.yaml",
+        r#"
+sources:
+  shop: { url: "${VALUES_DB_URL}" }
+tools:
+  put:
+    source: shop
+    description: Store a positive number.
+    parameters:
+      n: { type: integer, description: The number. }
+    statements:
+      - sql: INSERT INTO positive (n) VALUES (:n)
+"#,
+    );
+    let client = stdio(&config, &[], &[("VALUES_DB_URL", db.url.as_str())]).await;
+    let refused = outcome(&client, "put", json!({"n": -1})).await;
+    assert_eq!(refused["status"], "business_error", "{refused}");
+    let error = refused["error"].as_str().unwrap();
+    assert!(error.contains("violates check constraint"), "{refused}");
+    assert!(!error.contains(" at line "), "{refused}");
+    client.cancel().await.unwrap();
+}
+
 crate::on_each_database!(values_land_as_given_whatever_the_column_type);
 
 /// A `once` key holds a number as a number: `5` from one host and `5.0` from another

@@ -12,16 +12,50 @@ const MAX_CAUSES: usize = 16;
 /// there (sqlx's `error returned from database: …` wraps its own cause's message) is left
 /// out, as is an empty one.
 pub(crate) fn with_causes(error: &(dyn Error + 'static)) -> String {
-    let mut text = error.to_string();
+    let mut text = own_text(error);
     let mut cause = error.source();
     for _ in 0..MAX_CAUSES {
         let Some(current) = cause else { break };
-        let more = current.to_string();
+        let more = own_text(current);
         if !more.is_empty() && !text.contains(&more) {
             text.push_str(": ");
             text.push_str(&more);
         }
         cause = current.source();
+    }
+    text
+}
+
+/// `error`'s own text; for a Postgres server's error through sqlx, without what sqlx's
+/// `Display` appends, ` at line N`: a line of the server's C source, which reads as a line
+/// of the caller's SQL.
+fn own_text(error: &(dyn Error + 'static)) -> String {
+    let text = error.to_string();
+    #[cfg(feature = "sqlx-postgres")]
+    {
+        // The server's error, in this link or one it wraps transparently (a runner's
+        // `TxError`, whose text is its error's).
+        let mut link = Some(error);
+        for _ in 0..MAX_CAUSES {
+            let Some(current) = link else { break };
+            // `sqlx::Error::Database`'s source is the `Box<dyn DatabaseError>` itself.
+            let database = (current.downcast_ref::<sqlx::Error>())
+                .and_then(sqlx::Error::as_database_error)
+                .or_else(|| {
+                    current
+                        .downcast_ref::<Box<dyn sqlx::error::DatabaseError>>()
+                        .map(|db| &**db)
+                });
+            let postgres =
+                database.and_then(|db| db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>());
+            if let Some(line) = postgres.and_then(sqlx::postgres::PgDatabaseError::line) {
+                return match text.strip_suffix(&format!(" at line {line}")) {
+                    Some(own) => own.to_owned(),
+                    None => text,
+                };
+            }
+            link = current.source();
+        }
     }
     text
 }
