@@ -224,11 +224,39 @@ async fn records_table(pool: &Pool, once: &OncePlan) -> Result<(), ConfigError> 
         .into_iter()
         .filter(|need| !columns.iter().any(|c| c.eq_ignore_ascii_case(need)))
         .collect();
-    if columns.is_empty() || missing.is_empty() {
+    if columns.is_empty() {
         return Ok(());
     }
-    Err(once.field.error(format!(
-        "the table {table:?} exists but is not a table of call records (no column {}): name another with once.table",
-        missing.join(", ")
-    )))
+    if !missing.is_empty() {
+        return Err(once.field.error(format!(
+            "the table {table:?} exists but is not a table of call records (no column {}): name another with once.table",
+            missing.join(", ")
+        )));
+    }
+    // MySQL takes a claim in such a table without complaint (`ON DUPLICATE KEY` finds no
+    // key: every call inserts a row of its own), and the records go wrong; Postgres and
+    // SQLite refuse every claim, loudly.
+    if let Pool::MySql(pool) = pool {
+        let unique: Vec<String> = sqlx::query_scalar(
+            "SELECT CAST(GROUP_CONCAT(LOWER(column_name) ORDER BY seq_in_index) AS CHAR) \
+             FROM information_schema.statistics \
+             WHERE table_schema = DATABASE() AND table_name = ? AND non_unique = 0 \
+             GROUP BY index_name",
+        )
+        .bind(table)
+        .fetch_all(pool)
+        .await
+        .map_err(|e| {
+            once.field.error(format!(
+                "could not read the keys of {table:?}: {}",
+                txretry_sqlx::describe::describe(&e)
+            ))
+        })?;
+        if !unique.iter().any(|columns| columns == "tool,call_key") {
+            return Err(once.field.error(format!(
+                "the table {table:?} has no primary key on (tool, call_key), which the records need: calls with one key would each insert a record and run again; create it from the records' DDL, or name another with once.table"
+            )));
+        }
+    }
+    Ok(())
 }

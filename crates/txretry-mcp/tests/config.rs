@@ -263,6 +263,52 @@ async fn malformed_source_urls_are_refused_without_quoting_them() {
     }
 }
 
+/// On MariaDB, a records table with the records' columns but no primary key on (tool,
+/// call_key) is refused: MySQL takes every claim in it (`ON DUPLICATE KEY` finds no key),
+/// each call of one key inserting a record of its own and running again. The same columns
+/// with the key pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mysql_records_table_without_its_key_is_refused() {
+    let Some(db) = Db::mariadb("config::records_key").await else {
+        return;
+    };
+    db.load("orders.sql").await;
+    let columns = "tool VARBINARY(64) NOT NULL, call_key VARBINARY(255) NOT NULL, \
+                   status VARCHAR(7) NOT NULL, output LONGTEXT, error_kind TEXT, \
+                   error_message MEDIUMTEXT, created_at DATETIME(6) NOT NULL";
+    db.exec(&format!(
+        "CREATE TABLE calls_nokey ({columns}) ENGINE=InnoDB"
+    ))
+    .await;
+    db.exec(&format!(
+        "CREATE TABLE calls_keyed ({columns}, PRIMARY KEY (tool, call_key)) ENGINE=InnoDB"
+    ))
+    .await;
+    let env = env(&db);
+    let env = env_refs(&env);
+    for (table, refused) in [("calls_nokey", true), ("calls_keyed", false)] {
+        let yaml = BASE.replacen(
+            "once: { key: [order_id] }",
+            &format!("once: {{ key: [order_id], table: {table} }}"),
+            1,
+        );
+        let path = db.write(&format!("{table}.yaml"), &yaml);
+        let ran = check(&path, &env).await;
+        if refused {
+            assert_eq!(ran.code, Some(2), "{ran:?}");
+            assert!(
+                ran.stderr.contains("tools.cancel_order.once.table")
+                    && ran
+                        .stderr
+                        .contains("has no primary key on (tool, call_key)"),
+                "{ran:?}"
+            );
+        } else {
+            assert_eq!(ran.code, Some(0), "{ran:?}");
+        }
+    }
+}
+
 crate::on_each_database!(
     database_mistakes,
     unreachable_source,

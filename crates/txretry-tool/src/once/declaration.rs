@@ -120,6 +120,11 @@ impl Once {
     /// exactly as given, quoted (`"name"` on Postgres and SQLite, `` `name` `` on MySQL), so
     /// on Postgres `Calls` and `calls` are two tables.
     ///
+    /// A table of that name that exists already is used as it is (`CREATE TABLE IF NOT
+    /// EXISTS`): create it from [`ddl`](Once::ddl). One without the primary key on `(tool,
+    /// call_key)` fails every claim on Postgres and SQLite, but MySQL takes the claims
+    /// (each call then inserts a record of its own, and a repeated call runs again).
+    ///
     /// # Errors
     /// [`InvalidTableName`] when `name` is anything else.
     pub fn table(self, name: &str) -> Result<Once, InvalidTableName> {
