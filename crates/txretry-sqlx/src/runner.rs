@@ -29,6 +29,12 @@ pub trait Backend: Database + sealed::Sealed {
     #[doc(hidden)]
     const LOCKS: LockStyle;
 
+    /// Whether the driver itself rolls back a BEGIN whose caller dropped it before its
+    /// answer (sqlx's SQLite worker does; its Postgres and MySQL connections do not): then
+    /// a connection dropped inside BEGIN may go back to the pool.
+    #[doc(hidden)]
+    const BEGIN_CANCEL_SAFE: bool = false;
+
     /// [`LockStyle::InBegin`]: run after a BEGIN that took locks failed (it may have left
     /// the session in a failed transaction, holding session-level locks).
     /// [`LockStyle::Session`]: releases the session's locks after the transaction.
@@ -303,6 +309,11 @@ where
             Ok(cleanup) => cleanup,
             Err(error) => return Err(body(E::from(error))),
         };
+        if DB::BEGIN_CANCEL_SAFE {
+            // A clean session pools even when dropped inside BEGIN (an in-memory SQLite
+            // database lives as long as its connection).
+            lease.discard_on_drop = cleanup != Cleanup::Nothing;
+        }
 
         if let Some(locks) = locks.filter(|_| DB::LOCKS == LockStyle::Session) {
             // From the first request on, the session may hold locks: the lease releases
