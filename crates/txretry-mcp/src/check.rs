@@ -220,13 +220,13 @@ async fn records_table(pool: &Pool, once: &OncePlan) -> Result<(), ConfigError> 
             txretry_sqlx::describe::describe(&e)
         ))
     })?;
+    if columns.is_empty() {
+        return Ok(());
+    }
     let missing: Vec<&str> = RECORD_COLUMNS
         .into_iter()
         .filter(|need| !columns.iter().any(|c| c.eq_ignore_ascii_case(need)))
         .collect();
-    if columns.is_empty() {
-        return Ok(());
-    }
     if !missing.is_empty() {
         return Err(once.field.error(format!(
             "the table {table:?} exists but is not a table of call records (no column {}): name another with once.table",

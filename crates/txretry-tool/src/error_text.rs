@@ -27,36 +27,11 @@ pub(crate) fn with_causes(error: &(dyn Error + 'static)) -> String {
 }
 
 /// `error`'s own text; for a Postgres server's error through sqlx, without what sqlx's
-/// `Display` appends, ` at line N`: a line of the server's C source, which reads as a line
-/// of the caller's SQL.
+/// `Display` appends, ` at line N` (txretry-sqlx's `describe`).
 fn own_text(error: &(dyn Error + 'static)) -> String {
     let text = error.to_string();
     #[cfg(feature = "sqlx-postgres")]
-    {
-        // The server's error, in this link or one it wraps transparently (a runner's
-        // `TxError`, whose text is its error's).
-        let mut link = Some(error);
-        for _ in 0..MAX_CAUSES {
-            let Some(current) = link else { break };
-            // `sqlx::Error::Database`'s source is the `Box<dyn DatabaseError>` itself.
-            let database = (current.downcast_ref::<sqlx::Error>())
-                .and_then(sqlx::Error::as_database_error)
-                .or_else(|| {
-                    current
-                        .downcast_ref::<Box<dyn sqlx::error::DatabaseError>>()
-                        .map(|db| &**db)
-                });
-            let postgres =
-                database.and_then(|db| db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>());
-            if let Some(line) = postgres.and_then(sqlx::postgres::PgDatabaseError::line) {
-                return match text.strip_suffix(&format!(" at line {line}")) {
-                    Some(own) => own.to_owned(),
-                    None => text,
-                };
-            }
-            link = current.source();
-        }
-    }
+    let text = txretry_sqlx::describe::without_source_line(error, text);
     text
 }
 

@@ -78,7 +78,8 @@ pub enum ColumnKind {
     Unreadable,
 }
 
-/// The [`ColumnKind`] of Postgres type `type_name`: the same names as `read_row`'s.
+/// The [`ColumnKind`] of Postgres type `type_name`: what a call reads it as (`read_row`
+/// goes by it), and what `check` prepares a captured value of it as.
 pub fn column_kind(type_name: &str) -> ColumnKind {
     match type_name {
         "BOOL" => ColumnKind::Value(ParamKind::Boolean),
@@ -105,18 +106,34 @@ fn read_row(row: &PgRow) -> Result<Map<String, Value>, sqlx::Error> {
         let value = if row.try_get_raw(i)?.is_null() {
             Value::Null
         } else {
-            match column.type_info().name() {
-                "BOOL" => Value::from(row.try_get::<bool, _>(i)?),
-                "INT2" => Value::from(row.try_get::<i16, _>(i)?),
-                "INT4" => Value::from(row.try_get::<i32, _>(i)?),
-                "INT8" => Value::from(row.try_get::<i64, _>(i)?),
-                "FLOAT4" => Value::from(row.try_get::<f32, _>(i)?),
-                "FLOAT8" => Value::from(row.try_get::<f64, _>(i)?),
-                "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" | "CHAR" | "CITEXT" => {
+            let type_name = column.type_info().name();
+            // Each width decodes as its own Rust type (sqlx checks it), into one JSON kind.
+            match (column_kind(type_name), type_name) {
+                (ColumnKind::Value(ParamKind::Boolean), _) => {
+                    Value::from(row.try_get::<bool, _>(i)?)
+                }
+                (ColumnKind::Value(ParamKind::Integer), "INT2") => {
+                    Value::from(row.try_get::<i16, _>(i)?)
+                }
+                (ColumnKind::Value(ParamKind::Integer), "INT4") => {
+                    Value::from(row.try_get::<i32, _>(i)?)
+                }
+                (ColumnKind::Value(ParamKind::Integer), _) => {
+                    Value::from(row.try_get::<i64, _>(i)?)
+                }
+                (ColumnKind::Value(ParamKind::Number), "FLOAT4") => {
+                    Value::from(row.try_get::<f32, _>(i)?)
+                }
+                (ColumnKind::Value(ParamKind::Number), _) => Value::from(row.try_get::<f64, _>(i)?),
+                (ColumnKind::Value(ParamKind::String), _) => {
                     Value::from(row.try_get::<String, _>(i)?)
                 }
-                "VOID" => Value::Null,
-                other => return Err(sqlx::Error::Decode(unreadable_column(name, other).into())),
+                (ColumnKind::Null, _) => Value::Null,
+                (ColumnKind::Unreadable, _) => {
+                    return Err(sqlx::Error::Decode(
+                        unreadable_column(name, type_name).into(),
+                    ));
+                }
             }
         };
         object.insert(name.to_owned(), value);
