@@ -26,6 +26,7 @@ mod raise_exception;
 mod serialization;
 mod spawn;
 mod swallowed_error;
+mod tls;
 mod unique;
 
 #[path = "../sqlx-shared/bank.rs"]

@@ -171,7 +171,7 @@ mod sqlite {
     ///
     /// Database-backed admission takes no locks: SQLite runs one writer at a time.
     impl Backend for Sqlite {
-        const BEGIN_CANCEL_SAFE: bool = true;
+        const CANCEL_SAFE: bool = true;
 
         fn begin_statement(options: &TxOptions, _: Option<&DatabaseLocks<'_>>) -> SqlStr {
             use txretry_core::SqliteBegin::*;

@@ -29,11 +29,12 @@ pub trait Backend: Database + sealed::Sealed {
     #[doc(hidden)]
     const LOCKS: LockStyle;
 
-    /// Whether the driver itself rolls back a BEGIN whose caller dropped it before its
-    /// answer (sqlx's SQLite worker does; its Postgres and MySQL connections do not): then
-    /// a connection dropped inside BEGIN may go back to the pool.
+    /// Whether the driver itself finishes what a dropped caller left in flight: sqlx's
+    /// SQLite worker runs each command to its end and rolls back a BEGIN or a transaction
+    /// dropped half way; its Postgres and MySQL connections do not. Then a connection
+    /// dropped inside an attempt may go back to the pool; otherwise it is closed.
     #[doc(hidden)]
-    const BEGIN_CANCEL_SAFE: bool = false;
+    const CANCEL_SAFE: bool = false;
 
     /// [`LockStyle::InBegin`]: run after a BEGIN that took locks failed (it may have left
     /// the session in a failed transaction, holding session-level locks).
@@ -151,8 +152,10 @@ pub(crate) mod sealed {
 /// - The connection is closed instead of returned to the pool when the driver's error says
 ///   it is broken (a connection-class code, an I/O error; judged from the error itself,
 ///   whatever your classifier says), when ROLLBACK fails, or when the runner's future is
-///   dropped while session settings from [`TxOptions`] are in force or while the session
-///   may hold locks of database-backed admission (see [`transaction_with`]).
+///   dropped inside an attempt (Postgres, MySQL: a statement may be in flight; closed
+///   gracefully in the background, within 5 s) or while session settings from
+///   [`TxOptions`] are in force or while the session may hold locks of database-backed
+///   admission (see [`transaction_with`]).
 ///
 /// # `Send` and `tokio::spawn`
 /// The returned future owns clones of the pool handle, the policy and the options (all
@@ -309,7 +312,7 @@ where
             Ok(cleanup) => cleanup,
             Err(error) => return Err(body(E::from(error))),
         };
-        if DB::BEGIN_CANCEL_SAFE {
+        if DB::CANCEL_SAFE {
             // A clean session pools even when dropped inside BEGIN (an in-memory SQLite
             // database lives as long as its connection).
             lease.discard_on_drop = cleanup != Cleanup::Nothing;
@@ -355,8 +358,13 @@ where
                 Ok(mut tx) => {
                     // The transaction is known to sqlx now (a dropped attempt rolls it
                     // back), and a one-shot setting was consumed by it; only SQLite's
-                    // read-only switch still needs restoring.
-                    lease.discard_on_drop = matches!(cleanup, Cleanup::Sql(_));
+                    // read-only switch still needs restoring. Dropped from here on, a
+                    // Postgres or MySQL connection is still closed, not pooled: a statement
+                    // may be in flight, and sqlx's way back to the pool (a ping that reads
+                    // the dropped statement's error, then a hard close) waits over TLS until
+                    // the server speaks, which an idle server never does, and keeps the
+                    // pool's slot meanwhile. A close ends within 5 s.
+                    lease.discard_on_drop = !DB::CANCEL_SAFE || matches!(cleanup, Cleanup::Sql(_));
                     // A failed setup statement, or a failed abort check, is handled like a
                     // failed closure: COMMIT has not been sent.
                     let setup = match DB::after_begin(&options, cleanup) {
