@@ -192,3 +192,98 @@ async fn a_call_cut_short_by_its_deadline_leaves_its_connection_behind() {
     drop(db);
     drop_tables(&observer, &[&t]).await;
 }
+
+/// A multi-host config whose first host accepts connections and never answers (a frozen
+/// primary: stopped, or cut off after its kernel accepted the connection), then the
+/// hosts of `url`; every host bounded by a 1 s `connect_timeout`. The listener must live
+/// as long as the config is used: its kernel completes every handshake into the backlog.
+fn behind_a_frozen_host(url: &str) -> (tokio_postgres::Config, std::net::TcpListener) {
+    use tokio_postgres::config::Host;
+    let frozen = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let real: tokio_postgres::Config = url.parse().unwrap();
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host("127.0.0.1")
+        .port(frozen.local_addr().unwrap().port());
+    for host in real.get_hosts() {
+        match host {
+            Host::Tcp(host) => config.host(host),
+            Host::Unix(path) => config.host_path(path),
+        };
+        config.port(real.get_ports().first().copied().unwrap_or(5432));
+    }
+    if let Some(user) = real.get_user() {
+        config.user(user);
+    }
+    if let Some(password) = real.get_password() {
+        config.password(password);
+    }
+    if let Some(dbname) = real.get_dbname() {
+        config.dbname(dbname);
+    }
+    config
+        .connect_timeout(std::time::Duration::from_secs(1))
+        .target_session_attrs(tokio_postgres::config::TargetSessionAttrs::ReadWrite);
+    (config, frozen)
+}
+
+/// The frozen first host is given up after `connect_timeout` and the next host serves the
+/// call, as libpq does. tokio-postgres bounds only the TCP connect, which the frozen
+/// host's kernel completes: the connect waited for its startup answer for ever, and the
+/// primary after it (where a failover went) was never tried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_first_host_is_passed_over_after_connect_timeout() {
+    let Some(url) = url("tokio_postgres::frozen_host") else {
+        return;
+    };
+    let (config, _frozen) = behind_a_frozen_host(&url);
+    let mut db = Reconnecting::new(config);
+    let answer =
+        txretry_testkit::wait::within(db.transaction(&RetryPolicy::default(), async |tx| {
+            let row = tx.query_one("SELECT 41 + 1", &[]).await?;
+            Ok::<i32, tokio_postgres::Error>(row.get(0))
+        }))
+        .await
+        .expect("the second host serves the call");
+    assert_eq!(answer, 42);
+    assert!(db.is_connected());
+}
+
+/// Every host frozen: each connect gives up after `connect_timeout`, a connection failure
+/// (nothing ran), ridden out under a failover budget and then reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_that_never_answer_are_a_connection_failure_not_a_hang() {
+    let frozen = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let config: tokio_postgres::Config = format!(
+        "host=127.0.0.1 port={} user=postgres dbname=test connect_timeout=1",
+        frozen.local_addr().unwrap().port()
+    )
+    .parse()
+    .unwrap();
+    let mut db = Reconnecting::new(config);
+    let policy = RetryPolicy::builder()
+        .failover(std::time::Duration::from_millis(1500))
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let err = txretry_testkit::wait::within(db.transaction(&policy, async |_tx| {
+        calls.fetch_add(1, Ordering::Relaxed);
+        Ok::<_, tokio_postgres::Error>(())
+    }))
+    .await
+    .expect_err("nothing answers");
+    assert_eq!(calls.load(Ordering::Relaxed), 0, "the closure never ran");
+    assert!(
+        err.error().to_string().contains("timeout"),
+        "{}",
+        err.error()
+    );
+    let outcome = err.outcome();
+    assert_eq!(
+        outcome.verdict(),
+        Verdict::Transient(TransientKind::Connection)
+    );
+    assert_eq!(outcome.stop_reason(), StopReason::OutageExceeded);
+    assert!(outcome.attempts() >= 2, "{outcome:?}");
+    assert!(!outcome.may_have_committed());
+}

@@ -86,6 +86,7 @@ match result {
 "#]
 
 mod codes;
+mod hosts;
 mod reconnecting;
 mod runner;
 

@@ -21,8 +21,11 @@ use crate::{Source, extract};
 /// any failure that lost the session (a terminated backend, a shutdown, a write that
 /// reached a standby). With a multi-host config and
 /// `target_session_attrs=read-write`, tokio-postgres tries the hosts in order and skips
-/// the ones that do not accept writes, so the next attempt lands on the new primary. The
-/// connection's background task is spawned on the current tokio runtime.
+/// the ones that do not accept writes, so the next attempt lands on the new primary. Set
+/// `connect_timeout`: it bounds each host's whole attempt (TCP, TLS, startup, the
+/// read-write check), as in libpq, so a frozen host is given up and the next one tried
+/// (tokio-postgres's own `connect` bounds only the TCP connect). The connection's
+/// background task is spawned on the current tokio runtime.
 ///
 /// Under a policy with a failover budget ([`RetryPolicy::high_availability`]) its
 /// [`transaction`](Reconnecting::transaction) rides out the outage: attempts that fail
@@ -135,7 +138,8 @@ where
     /// The connected client, connecting first when there is none or it was closed.
     pub async fn client(&mut self) -> Result<&mut Client, tokio_postgres::Error> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
-            let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
+            // Host by host, each bounded by `connect_timeout` as a whole (see `hosts`).
+            let (client, mut connection) = crate::hosts::connect(&self.config, &self.tls).await?;
             let warning = Arc::clone(&self.warning);
             tokio::spawn(async move {
                 // Drives the connection, keeping the one notice that matters; ends when
