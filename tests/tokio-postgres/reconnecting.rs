@@ -193,38 +193,23 @@ async fn a_call_cut_short_by_its_deadline_leaves_its_connection_behind() {
     drop_tables(&observer, &[&t]).await;
 }
 
-/// A multi-host config whose first host accepts connections and never answers (a frozen
-/// primary: stopped, or cut off after its kernel accepted the connection), then the
-/// hosts of `url`; every host bounded by a 1 s `connect_timeout`. The listener must live
-/// as long as the config is used: its kernel completes every handshake into the backlog.
+/// `url` with a host before its own that accepts connections and never answers (a frozen
+/// primary: stopped, or cut off after its kernel accepted the connection), every host
+/// bounded by a 1 s `connect_timeout`. The listener must live as long as the config is
+/// used: its kernel completes every handshake into the backlog.
 fn behind_a_frozen_host(url: &str) -> (tokio_postgres::Config, std::net::TcpListener) {
-    use tokio_postgres::config::Host;
     let frozen = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let real: tokio_postgres::Config = url.parse().unwrap();
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host("127.0.0.1")
-        .port(frozen.local_addr().unwrap().port());
-    for host in real.get_hosts() {
-        match host {
-            Host::Tcp(host) => config.host(host),
-            Host::Unix(path) => config.host_path(path),
-        };
-        config.port(real.get_ports().first().copied().unwrap_or(5432));
-    }
-    if let Some(user) = real.get_user() {
-        config.user(user);
-    }
-    if let Some(password) = real.get_password() {
-        config.password(password);
-    }
-    if let Some(dbname) = real.get_dbname() {
-        config.dbname(dbname);
-    }
-    config
-        .connect_timeout(std::time::Duration::from_secs(1))
-        .target_session_attrs(tokio_postgres::config::TargetSessionAttrs::ReadWrite);
-    (config, frozen)
+    let port = frozen.local_addr().unwrap().port();
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (user, hosts) = match rest.rsplit_once('@') {
+        Some((user, hosts)) => (format!("{user}@"), hosts),
+        None => (String::new(), rest),
+    };
+    let sep = if hosts.contains('?') { '&' } else { '?' };
+    let url = format!(
+        "{scheme}://{user}127.0.0.1:{port},{hosts}{sep}connect_timeout=1&target_session_attrs=read-write"
+    );
+    (url.parse().unwrap(), frozen)
 }
 
 /// The frozen first host is given up after `connect_timeout` and the next host serves the

@@ -9,29 +9,29 @@ mod common;
 use common::{Db, check, outcome, stdio};
 use serde_json::{Value, json};
 
-const POSTGRES: &str = r#"
+/// A server of one tool that runs `sql` and answers its row.
+fn config(sql: &str) -> String {
+    format!(
+        r#"
 sources:
-  db: { url: "${TLS_DB_URL}" }
+  db: {{ url: "${{TLS_DB_URL}}" }}
 tools:
   connection:
     source: db
     description: How this call's connection reached the server.
     statements:
-      - sql: SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()
+      - sql: {sql}
     returns: row
-"#;
+"#
+    )
+}
 
-const MYSQL: &str = r#"
-sources:
-  db: { url: "${TLS_DB_URL}" }
-tools:
-  connection:
-    source: db
-    description: How this call's connection reached the server.
-    statements:
-      - sql: SELECT variable_value AS cipher FROM information_schema.session_status WHERE variable_name = 'Ssl_cipher'
-    returns: row
-"#;
+/// Postgres: whether the connection is on TLS.
+const POSTGRES: &str = "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()";
+
+/// MySQL/MariaDB: the connection's cipher, empty in the clear.
+const MYSQL: &str = "SELECT variable_value AS cipher FROM information_schema.session_status \
+     WHERE variable_name = 'Ssl_cipher'";
 
 /// `url` with `query` appended (`?` or `&`).
 fn with_query(url: &str, query: &str) -> String {
@@ -39,9 +39,9 @@ fn with_query(url: &str, query: &str) -> String {
     format!("{url}{sep}{query}")
 }
 
-/// What the `connection` tool answers on a server of `config` at `url`.
-async fn connection(db: &Db, config: &str, url: &str) -> Value {
-    let path = db.write("tls.yaml", config);
+/// What the `connection` tool, running `sql`, answers on a server at `url`.
+async fn connection(db: &Db, sql: &str, url: &str) -> Value {
+    let path = db.write("tls.yaml", &config(sql));
     let client = stdio(&path, &[], &[("TLS_DB_URL", url)]).await;
     let answer = outcome(&client, "connection", json!({})).await;
     client.cancel().await.unwrap();
@@ -72,7 +72,7 @@ async fn postgres_connects_with_tls_as_the_url_asks() {
 
     // The server's certificate is its own (self-signed): not one the system's roots vouch
     // for, nor one made out to 127.0.0.1.
-    let path = db.write("tls.yaml", POSTGRES);
+    let path = db.write("tls.yaml", &config(POSTGRES));
     let url = with_query(&db.url, "sslmode=verify-full");
     let ran = check(&path, &[("TLS_DB_URL", url.as_str())]).await;
     assert_eq!(ran.code, Some(2), "{ran:?}");
@@ -106,7 +106,7 @@ async fn mysql_requires_tls_as_the_url_asks() {
     let plain = connection(&db, MYSQL, &with_query(&db.url, "ssl-mode=DISABLED")).await;
     assert_eq!(plain["result"]["cipher"], json!(""), "{plain}");
 
-    let path = db.write("tls.yaml", MYSQL);
+    let path = db.write("tls.yaml", &config(MYSQL));
     let url = with_query(&db.url, "ssl-mode=REQUIRED");
     if have_ssl == ["YES"] {
         let answer = connection(&db, MYSQL, &url).await;
