@@ -189,8 +189,14 @@ async fn run(command: Command) -> ExitCode {
     // The calls dropped as serving stopped: their statements cancelled in the server before
     // the process (and its runtime, with the cancels) goes.
     txretry_mcp::engine::settled().await;
-    for pool in pools.values() {
-        pool.close().await;
+    for (name, pool) in &pools {
+        if !pool.close().await {
+            eprintln!(
+                "txretry-mcp: source {name}: its connections did not close within {} s (the \
+                 database does not answer); exiting without them",
+                txretry_mcp::source::CLOSE_WAIT.as_secs()
+            );
+        }
     }
     match served {
         Ok(()) => ExitCode::SUCCESS,

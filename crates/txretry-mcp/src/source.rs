@@ -24,6 +24,11 @@ pub const OPEN_WAIT: Duration = Duration::from_secs(10);
 /// in hand, within [`OPEN_WAIT`].
 pub const PRIMARY_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long closing a pool may take. Over TLS a connection's close waits for the server's
+/// answer, which a database gone silent (a partition, a frozen host) never sends: past
+/// this the process goes without it, and the server sees the connections end.
+pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
 /// An open source.
 pub enum Pool {
     /// A Postgres server, or a proxy that routes to the primary.
@@ -88,14 +93,18 @@ impl Pool {
         })
     }
 
-    /// Closes the pool, waiting for connections in use to come back.
-    pub async fn close(&self) {
-        match self {
-            Pool::Postgres(pool) => pool.close().await,
-            Pool::Primary(pool) => pool.close().await,
-            Pool::MySql(pool) => pool.close().await,
-            Pool::Sqlite(pool) => pool.close().await,
-        }
+    /// Closes the pool, waiting for connections in use to come back, for at most
+    /// [`CLOSE_WAIT`]; `false` when that ran out.
+    pub async fn close(&self) -> bool {
+        let close = async {
+            match self {
+                Pool::Postgres(pool) => pool.close().await,
+                Pool::Primary(pool) => pool.close().await,
+                Pool::MySql(pool) => pool.close().await,
+                Pool::Sqlite(pool) => pool.close().await,
+            }
+        };
+        tokio::time::timeout(CLOSE_WAIT, close).await.is_ok()
     }
 }
 

@@ -235,12 +235,5 @@ async fn slow_relay(url: &str, delay: Duration) -> String {
             });
         }
     });
-    // The authority replaced: what follows `user[:password]@`, or `scheme://`.
-    let (scheme, rest) = url.split_once("://").unwrap();
-    let (user, rest) = match rest.split_once('@') {
-        Some((user, rest)) => (format!("{user}@"), rest),
-        None => (String::new(), rest),
-    };
-    let path = rest.find(['/', '?']).map_or("", |at| &rest[at..]);
-    format!("{scheme}://{user}{relay}{path}")
+    common::via(url, relay)
 }

@@ -1,13 +1,14 @@
 //! SIGTERM and Ctrl-C stop a stdio server whose host keeps its stdin open: the server must
 //! not wait for a line that never comes (a supervisor that signals it, then waits, would
-//! otherwise have to kill it).
+//! otherwise have to kill it). Nor for a database that went silent: closing its TLS
+//! connections waits for an answer that never comes.
 
 mod common;
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{BIN, Db, examples};
+use common::{BIN, Db, FreezableRelay, examples, with_query};
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use tokio::process::Command;
@@ -34,6 +35,12 @@ async fn stops_on(signal: &str) {
         .arg(examples().join("orders.yaml"))
         .args(["--role", "support"])
         .env("ORDERS_DATABASE_URL", &db.url);
+    stops(command, signal, || {}).await;
+}
+
+/// Starts `command`, a stdio server, then `before` the signal, then sends `signal`: it
+/// must exit.
+async fn stops(command: Command, signal: &str, before: impl FnOnce()) {
     let (transport, _) = TokioChildProcess::builder(command)
         .stderr(Stdio::null())
         .spawn()
@@ -42,6 +49,7 @@ async fn stops_on(signal: &str) {
     // Initialized: the server is serving, its signal handlers in place. The client holds
     // the server's stdin open from here on.
     let client = ().serve(transport).await.unwrap();
+    before();
     let sent = Command::new("kill")
         .args([signal, &pid.to_string()])
         .status()
@@ -69,4 +77,36 @@ async fn sigterm_stops_a_stdio_server_whose_stdin_stays_open() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_stops_a_stdio_server_whose_stdin_stays_open() {
     stops_on("-INT").await;
+}
+
+/// SIGTERM after the database went silent (the relay holds every byte, closes nothing), the
+/// pool's connections on TLS: the server still exits, without closing them. A TLS close
+/// waits for the server's answer, and the exit waited with it, for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_server_whose_database_went_silent() {
+    let Some(db) = Db::postgres("signals::silent_database").await else {
+        return;
+    };
+    let relay = FreezableRelay::start(&db.url).await;
+    let config = db.write(
+        "silent.yaml",
+        r#"
+sources:
+  db: { url: "${SILENT_DB_URL}" }
+tools:
+  one:
+    source: db
+    description: One.
+    statements:
+      - sql: SELECT 1 AS one
+    returns: row
+"#,
+    );
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("SILENT_DB_URL", with_query(&relay.url, "sslmode=require"));
+    // Serving: the pool holds the connections `check` prepared the statement on.
+    stops(command, "-TERM", || relay.freeze()).await;
 }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Db, check, outcome, stdio};
+use common::{Db, check, outcome, stdio, with_query};
 use serde_json::{Value, json};
 
 /// A server of one tool that runs `sql` and answers its row.
@@ -32,12 +32,6 @@ const POSTGRES: &str = "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()
 /// MySQL/MariaDB: the connection's cipher, empty in the clear.
 const MYSQL: &str = "SELECT variable_value AS cipher FROM information_schema.session_status \
      WHERE variable_name = 'Ssl_cipher'";
-
-/// `url` with `query` appended (`?` or `&`).
-fn with_query(url: &str, query: &str) -> String {
-    let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}{query}")
-}
 
 /// What the `connection` tool, running `sql`, answers on a server at `url`.
 async fn connection(db: &Db, sql: &str, url: &str) -> Value {

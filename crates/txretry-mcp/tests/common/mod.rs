@@ -39,6 +39,88 @@ pub fn example(name: &str) -> String {
     std::fs::read_to_string(examples().join(name)).unwrap()
 }
 
+/// `url` with its host and port replaced by `addr`: what follows `user[:password]@`, or
+/// `scheme://`.
+pub fn via(url: &str, addr: std::net::SocketAddr) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (user, rest) = match rest.split_once('@') {
+        Some((user, rest)) => (format!("{user}@"), rest),
+        None => (String::new(), rest),
+    };
+    let path = rest.find(['/', '?']).map_or("", |at| &rest[at..]);
+    format!("{scheme}://{user}{addr}{path}")
+}
+
+/// `url` with `query` appended (after `?` or `&`).
+pub fn with_query(url: &str, query: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{query}")
+}
+
+/// A relay on loopback to a server that forwards both ways until [frozen](Self::freeze):
+/// then it holds every byte and closes nothing, as a database host that stops answering
+/// (a partition, a frozen machine).
+pub struct FreezableRelay {
+    /// The server's URL through the relay.
+    pub url: String,
+    frozen: tokio::sync::watch::Sender<bool>,
+}
+
+impl FreezableRelay {
+    /// A relay to `url`'s server (host and port of a single-host URL).
+    pub async fn start(url: &str) -> FreezableRelay {
+        let options = sqlx::postgres::PgConnectOptions::from_str(url).unwrap();
+        let upstream = format!("{}:{}", options.get_host(), options.get_port());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let relay = listener.local_addr().unwrap();
+        let (frozen, watch) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let Ok(outbound) = tokio::net::TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                let (from_client, to_client) = inbound.into_split();
+                let (from_server, to_server) = outbound.into_split();
+                tokio::spawn(pump(from_client, to_server, watch.clone()));
+                tokio::spawn(pump(from_server, to_client, watch.clone()));
+            }
+        });
+        FreezableRelay {
+            url: via(url, relay),
+            frozen,
+        }
+    }
+
+    /// From now on, nothing passes either way, and every connection stays open.
+    pub fn freeze(&self) {
+        self.frozen.send_replace(true);
+    }
+}
+
+/// Copies `from` to `to` until either ends, or for ever (holding both) once frozen.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut frozen: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        let read = tokio::select! {
+            biased;
+            _ = frozen.wait_for(|frozen| *frozen) => break,
+            read = from.read(&mut buf) => read,
+        };
+        match read {
+            Ok(n) if n > 0 && to.write_all(&buf[..n]).await.is_ok() => {}
+            _ => return,
+        }
+    }
+    // Frozen: hold both halves open, pass nothing.
+    std::future::pending::<()>().await;
+    drop((from, to));
+}
+
 /// A guard against hangs (not a timing assertion).
 pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(90), fut)
