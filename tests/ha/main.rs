@@ -1,6 +1,6 @@
 //! Postgres high availability for real: a Patroni cluster (`docker/ha/cluster`: etcd,
-//! three PostgreSQL 15 nodes, HAProxy) takes switchovers and kill -9 failovers while
-//! runners are in the middle of their transactions. sqlx reaches the leader through the
+//! three PostgreSQL 15 nodes, HAProxy) takes switchovers, kill -9 failovers and a frozen
+//! (SIGSTOPped) leader while runners are in the middle of their transactions. sqlx reaches the leader through the
 //! proxy; tokio-postgres through a multi-host URL with `target_session_attrs=read-write`
 //! and a `Reconnecting` client.
 //!
@@ -13,6 +13,7 @@ mod common;
 mod body;
 mod commit;
 mod durability;
+mod frozen;
 mod history;
 mod once;
 mod standby;
