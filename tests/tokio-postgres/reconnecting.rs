@@ -272,3 +272,44 @@ async fn hosts_that_never_answer_are_a_connection_failure_not_a_hang() {
     assert!(outcome.attempts() >= 2, "{outcome:?}");
     assert!(!outcome.may_have_committed());
 }
+
+/// A connect whose TLS fails for good (rustls trusts no root here, so the server's
+/// certificate fails its check; a server without TLS fails `sslmode=require`) is the
+/// failure it is, permanent: under a failover budget it was a connection failure, and the
+/// same connect failed again and again until the budget ran out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_failure_at_connect_surfaces_at_once() {
+    let Some(url) = url("tokio_postgres::tls_failure") else {
+        return;
+    };
+    let mut config: tokio_postgres::Config = url.parse().unwrap();
+    config.ssl_mode(tokio_postgres::config::SslMode::Require);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let mut db = Reconnecting::with_tls(config, tokio_postgres_rustls::MakeRustlsConnect::new(tls));
+    let calls = Arc::new(AtomicU32::new(0));
+    let err = txretry_testkit::wait::within(db.transaction(
+        &RetryPolicy::high_availability(),
+        async |_tx| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            Ok::<_, tokio_postgres::Error>(())
+        },
+    ))
+    .await
+    .expect_err("the certificate is trusted by nothing");
+    assert_eq!(calls.load(Ordering::Relaxed), 0, "the closure never ran");
+    let outcome = err.outcome();
+    assert_eq!(outcome.verdict(), Verdict::Permanent, "{outcome:?}");
+    assert_eq!(outcome.attempts(), 1, "{outcome:?}");
+    let cause = std::error::Error::source(err.error()).map(ToString::to_string);
+    assert!(
+        cause
+            .as_deref()
+            .is_some_and(|c| c.contains("certificate") || c.contains("TLS")),
+        "{cause:?}"
+    );
+}

@@ -1,6 +1,7 @@
 //! A client that connects again when its connection is lost: what a runner needs to ride
 //! out a switchover or a failover, where every session of the old primary ends.
 
+use std::error::Error as _;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -265,10 +266,10 @@ where
     }
 }
 
-/// A failed connect. Nothing ran, so without a server code (refused, reset, timed out,
-/// "database does not allow writes" from `target_session_attrs`) it is a connection
-/// failure, safe to retry; a server's answer (`57P03` starting up, a wrong password)
-/// keeps its verdict.
+/// A failed connect. Nothing ran, so a server that could not be reached (refused, reset,
+/// timed out, closed, "database does not allow writes" from `target_session_attrs`) is a
+/// connection failure, safe to retry; a server's answer (`57P03` starting up, a wrong
+/// password) keeps its verdict, and so does a failure no retry mends ([`unmendable`]).
 pub(crate) fn connect_failed<E, Via>(
     policy: &RetryPolicy,
     error: tokio_postgres::Error,
@@ -276,7 +277,7 @@ pub(crate) fn connect_failed<E, Via>(
 where
     E: From<tokio_postgres::Error> + AsError<Via>,
 {
-    if error.code().is_some() {
+    if error.code().is_some() || unmendable(&error) {
         return TxFailure::in_body(policy, extract, E::from(error));
     }
     TxFailure::judged_as(
@@ -287,6 +288,21 @@ where
             Phase::Body,
         ),
     )
+}
+
+/// A connect that failed for a reason of its own, not for want of a server: a TLS
+/// certificate that fails its check, TLS the server does not offer, a configuration or an
+/// authentication the client cannot make. The first I/O error in its causes decides
+/// (rustls reports a certificate as `InvalidData`; a reset during the handshake stays a
+/// connection failure); without one, a cause of another type (a TLS library's, a message)
+/// does. Retried, such a connect failed the same way until the failover budget ran out.
+fn unmendable(error: &tokio_postgres::Error) -> bool {
+    let mut causes = std::iter::successors(error.source(), |&cause| cause.source());
+    match causes.find_map(|cause| cause.downcast_ref::<std::io::Error>()) {
+        Some(io) => io.kind() == std::io::ErrorKind::InvalidData,
+        // A timeout or a closed connection has no cause.
+        None => error.source().is_some(),
+    }
 }
 
 impl<T> fmt::Debug for Reconnecting<T> {
