@@ -24,7 +24,7 @@ pub fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
     if let Some(e) = error.downcast_ref::<Error>() {
         return match e {
             Error::Server(server) => Some(Code::MySql(server.code)),
-            Error::Io(_) => Some(Code::Driver("io")),
+            Error::Io(io) => io_code(io),
             Error::Driver(driver) => driver_code(driver),
             Error::Other(_) | Error::Url(_) => None,
         };
@@ -32,10 +32,23 @@ pub fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
     if let Some(server) = error.downcast_ref::<ServerError>() {
         return Some(Code::MySql(server.code));
     }
-    if error.downcast_ref::<IoError>().is_some() {
-        return Some(Code::Driver("io"));
+    if let Some(io) = error.downcast_ref::<IoError>() {
+        return io_code(io);
     }
     error.downcast_ref::<DriverError>().and_then(driver_code)
+}
+
+/// An I/O failure is the connection breaking, except a TLS failure no retry mends: a
+/// certificate that fails its check (rustls reports it as `InvalidData`), or a TLS
+/// library's own error that no I/O error caused. Retried, such a connect failed the same
+/// way until the failover budget ran out.
+fn io_code(error: &IoError) -> Option<Code> {
+    let mut causes = std::iter::successors(error.source(), |&cause| cause.source());
+    match causes.find_map(|cause| cause.downcast_ref::<std::io::Error>()) {
+        Some(io) if io.kind() == std::io::ErrorKind::InvalidData => None,
+        Some(_) => Some(Code::Driver("io")),
+        None => None,
+    }
 }
 
 /// The driver errors that mean the connection is gone or cannot be had. Not
@@ -87,6 +100,19 @@ mod tests {
         assert_eq!(extract(&err), Some(Code::Driver("io")));
         let link = IoError::from(io::Error::other("packets out of sync"));
         assert_eq!(extract(&link), Some(Code::Driver("io")));
+    }
+
+    /// What mysql_async's rustls gives for a server certificate that fails its check
+    /// (`Io(Io(Custom { kind: InvalidData, .. }))`, seen against a MariaDB with a
+    /// self-signed certificate): no code, so permanent, not a connection to retry.
+    #[test]
+    fn a_certificate_that_fails_its_check_is_not_a_broken_connection() {
+        let err = Error::from(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "invalid peer certificate: UnknownIssuer",
+        ));
+        assert_eq!(extract(&err), None);
+        assert_eq!(txretry_core::classify(&err).verdict, Verdict::Permanent);
     }
 
     #[test]
