@@ -17,6 +17,7 @@ mod discarded_connections;
 mod options;
 mod send_spawn;
 mod swallowed_deadlock;
+mod tls;
 mod unique_violation;
 
 #[path = "../shared/locks.rs"]
