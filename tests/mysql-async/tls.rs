@@ -11,24 +11,6 @@ use mysql_async::prelude::*;
 use mysql_async::{Opts, OptsBuilder, Pool, SslOpts};
 use txretry::{RetryPolicy, Verdict};
 
-/// The TLS server's URL and the path of its CA's certificate, or `None` (skipped, loudly;
-/// a failure under `TXRETRY_REQUIRE_DB=1`).
-fn tls_server(test: &str) -> Option<(String, String)> {
-    let url = std::env::var("TXRETRY_MYSQL_TLS_URL").ok();
-    let cert = std::env::var("TXRETRY_MYSQL_TLS_CERT").ok();
-    match (url, cert) {
-        (Some(url), Some(cert)) => Some((url, cert)),
-        _ => {
-            assert!(
-                !txretry_testkit::require_db(),
-                "{test}: set TXRETRY_MYSQL_TLS_URL and TXRETRY_MYSQL_TLS_CERT (a MariaDB with TLS on)"
-            );
-            eprintln!("SKIPPED {test}: no TXRETRY_MYSQL_TLS_URL / TXRETRY_MYSQL_TLS_CERT");
-            None
-        }
-    }
-}
-
 fn pool(url: &str, ssl: SslOpts) -> Pool {
     let opts = Opts::from_url(url).expect("a MySQL URL");
     Pool::new(
@@ -40,7 +22,7 @@ fn pool(url: &str, ssl: SslOpts) -> Pool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_that_fails_its_check_surfaces_at_once() {
-    let Some((url, _)) = tls_server("mysql_async::tls_certificate") else {
+    let Some((url, _)) = txretry_testkit::mysql_tls("mysql_async::tls_certificate") else {
         return;
     };
     // The built-in roots only: the server's self-signed certificate is not among them.
@@ -70,7 +52,7 @@ async fn a_certificate_that_fails_its_check_surfaces_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadlock_over_tls_is_retried() {
-    let Some((url, cert)) = tls_server("mysql_async::tls_deadlock") else {
+    let Some((url, cert)) = txretry_testkit::mysql_tls("mysql_async::tls_deadlock") else {
         return;
     };
     // Its CA trusted (the certificate is made out to 127.0.0.1).

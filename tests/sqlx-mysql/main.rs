@@ -20,6 +20,7 @@ mod common;
 mod contention;
 mod dialect;
 mod options;
+mod tls;
 mod unique;
 
 #[path = "../sqlx-shared/bank.rs"]

@@ -77,6 +77,26 @@ pub fn mysql_url(test: &str) -> Option<String> {
     )
 }
 
+/// A MariaDB with TLS on: its URL (`TXRETRY_MYSQL_TLS_URL`) and the path of the certificate
+/// of the CA that signed its own (`TXRETRY_MYSQL_TLS_CERT`), as `.ci/mariadb-tls` prints
+/// them; or `None` (after printing why) when the test should skip.
+///
+/// Panics when they are not set and `TXRETRY_REQUIRE_DB=1`.
+#[cfg(feature = "mysql")]
+pub fn mysql_tls(test: &str) -> Option<(String, String)> {
+    let url = std::env::var("TXRETRY_MYSQL_TLS_URL").ok();
+    let ca = std::env::var("TXRETRY_MYSQL_TLS_CERT").ok();
+    if let (Some(url), Some(ca)) = (url, ca) {
+        return Some((url, ca));
+    }
+    let why = "TXRETRY_MYSQL_TLS_URL and TXRETRY_MYSQL_TLS_CERT are not set (.ci/mariadb-tls starts such a server)";
+    if require_db() {
+        panic!("{test}: no MariaDB with TLS: {why} (TXRETRY_REQUIRE_DB=1 makes this a failure)");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+    None
+}
+
 /// A URL for PgBouncer in transaction-pooling mode in front of a PostgreSQL server, or
 /// `None` (after printing why) when the test should skip.
 ///
