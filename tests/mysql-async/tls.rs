@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use mysql_async::prelude::*;
 use mysql_async::{Opts, OptsBuilder, Pool, SslOpts};
-use txretry::{RetryPolicy, Verdict};
+use txretry::RetryPolicy;
 
 fn pool(url: &str, ssl: SslOpts) -> Pool {
     let opts = Opts::from_url(url).expect("a MySQL URL");
@@ -39,9 +39,7 @@ async fn a_certificate_that_fails_its_check_surfaces_at_once() {
     .await
     .expect_err("the certificate is trusted by nothing");
     assert_eq!(calls.load(Ordering::Relaxed), 0, "the closure never ran");
-    let outcome = err.outcome();
-    assert_eq!(outcome.verdict(), Verdict::Permanent, "{outcome:?}");
-    assert_eq!(outcome.attempts(), 1, "{outcome:?}");
+    txretry_testkit::outcome::assert_permanent_once(err.outcome());
     assert!(
         err.error().to_string().contains("certificate"),
         "{}",

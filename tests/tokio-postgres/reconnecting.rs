@@ -302,9 +302,7 @@ async fn a_tls_failure_at_connect_surfaces_at_once() {
     .await
     .expect_err("the certificate is trusted by nothing");
     assert_eq!(calls.load(Ordering::Relaxed), 0, "the closure never ran");
-    let outcome = err.outcome();
-    assert_eq!(outcome.verdict(), Verdict::Permanent, "{outcome:?}");
-    assert_eq!(outcome.attempts(), 1, "{outcome:?}");
+    txretry_testkit::outcome::assert_permanent_once(err.outcome());
     let cause = std::error::Error::source(err.error()).map(ToString::to_string);
     assert!(
         cause
