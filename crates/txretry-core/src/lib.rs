@@ -45,7 +45,7 @@ pub use verdict::{Classification, KindSet, TransientKind, Verdict};
 #[doc(hidden)]
 pub use chain::{ViaDeref, ViaDerefSendSync, ViaError};
 #[doc(hidden)]
-pub use registry::{CodeExtractor, io_code};
+pub use registry::{CodeExtractor, io_cause, io_code, io_unmendable};
 #[doc(hidden)]
 pub use run::{RetryState, TxFailure};
 

@@ -76,6 +76,23 @@ pub fn io_code(io: &std::io::Error) -> Option<Code> {
     }
 }
 
+/// The first `std::io::Error` among `error`'s causes (its `source()` chain, `error` itself
+/// left out): where a driver that wraps its I/O keeps why a connection broke or could not
+/// be made, however deep.
+#[doc(hidden)]
+pub fn io_cause<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a std::io::Error> {
+    std::iter::successors(error.source(), |&cause| cause.source())
+        .find_map(|cause| cause.downcast_ref::<std::io::Error>())
+}
+
+/// Whether an I/O failure is one no retry mends, though the connection may look broken:
+/// `InvalidData`, what rustls reports for a server certificate that fails its check.
+/// Retried, such a connect fails the same way until the failover budget runs out.
+#[doc(hidden)]
+pub fn io_unmendable(io: &std::io::Error) -> bool {
+    io.kind() == std::io::ErrorKind::InvalidData
+}
+
 /// The first code any registered extractor (or core's own `std::io::Error` reading) finds
 /// in this one error value.
 pub(crate) fn extract(error: &(dyn Error + 'static)) -> Option<Code> {

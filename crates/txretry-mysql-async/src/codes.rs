@@ -39,13 +39,11 @@ pub fn extract(error: &(dyn StdError + 'static)) -> Option<Code> {
 }
 
 /// An I/O failure is the connection breaking, except a TLS failure no retry mends: a
-/// certificate that fails its check (rustls reports it as `InvalidData`), or a TLS
-/// library's own error that no I/O error caused. Retried, such a connect failed the same
-/// way until the failover budget ran out.
+/// certificate that fails its check ([`io_unmendable`](txretry_core::io_unmendable)), or
+/// a TLS library's own error that no I/O error caused.
 fn io_code(error: &IoError) -> Option<Code> {
-    let mut causes = std::iter::successors(error.source(), |&cause| cause.source());
-    match causes.find_map(|cause| cause.downcast_ref::<std::io::Error>()) {
-        Some(io) if io.kind() == std::io::ErrorKind::InvalidData => None,
+    match txretry_core::io_cause(error) {
+        Some(io) if txretry_core::io_unmendable(io) => None,
         Some(_) => Some(Code::Driver("io")),
         None => None,
     }

@@ -49,6 +49,7 @@ where
     }
 }
 
+/// `config`'s connect, given up after `timeout`.
 async fn bounded<T>(
     config: &Config,
     tls: &T,

@@ -293,13 +293,12 @@ where
 /// A connect that failed for a reason of its own, not for want of a server: a TLS
 /// certificate that fails its check, TLS the server does not offer, a configuration or an
 /// authentication the client cannot make. The first I/O error in its causes decides
-/// (rustls reports a certificate as `InvalidData`; a reset during the handshake stays a
+/// ([`io_unmendable`](txretry_core::io_unmendable); a reset during the handshake stays a
 /// connection failure); without one, a cause of another type (a TLS library's, a message)
 /// does. Retried, such a connect failed the same way until the failover budget ran out.
 fn unmendable(error: &tokio_postgres::Error) -> bool {
-    let mut causes = std::iter::successors(error.source(), |&cause| cause.source());
-    match causes.find_map(|cause| cause.downcast_ref::<std::io::Error>()) {
-        Some(io) => io.kind() == std::io::ErrorKind::InvalidData,
+    match txretry_core::io_cause(error) {
+        Some(io) => txretry_core::io_unmendable(io),
         // A timeout or a closed connection has no cause.
         None => error.source().is_some(),
     }
