@@ -154,7 +154,7 @@ impl Bench {
     /// Runs pgbench with `clients` clients on fresh tables and reports it as a sample.
     /// Errors say what went wrong (not yet scrubbed of the password).
     pub async fn run(&self, clients: usize) -> Result<Sample, String> {
-        let pool = backend::postgres(&self.url, 1)
+        let pool = backend::postgres(&self.url, 1, backend::ACQUIRE_TIMEOUT)
             .await
             .map_err(|e| format!("could not connect for pgbench: {e}"))?;
         let schema = Schema::new::<Postgres>(Workload::HotRows, self.rows);

@@ -226,7 +226,7 @@ async fn sweep(
         }
         Target::Postgres(url) => {
             runner::sweep(
-                async |w| backend::postgres(url, w).await,
+                async |w| backend::postgres(url, w, backend::ACQUIRE_TIMEOUT).await,
                 &plan,
                 target,
                 &stop,

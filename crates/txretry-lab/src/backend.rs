@@ -141,26 +141,13 @@ fn pool_options<DB: sqlx::Database>(workers: usize, acquire: Duration) -> PoolOp
 
 /// Opens one connection first, so that a wrong URL, password or host fails at once with
 /// the driver's own reason (the pool would retry a refused connection until it timed out
-/// and then only say "timed out"), then builds the pool.
-async fn pool_with<DB>(
-    options: <DB::Connection as Connection>::Options,
-    workers: usize,
-) -> Result<Pool<DB>, sqlx::Error>
-where
-    DB: sqlx::Database,
-{
-    pool_acquiring::<DB>(options, workers, ACQUIRE_TIMEOUT).await
-}
-
-/// [`pool_with`] with a given acquire timeout.
-async fn pool_acquiring<DB>(
+/// and then only say "timed out"), then builds the pool; its workers wait at most
+/// `acquire` for a connection.
+async fn pool<DB: sqlx::Database>(
     options: <DB::Connection as Connection>::Options,
     workers: usize,
     acquire: Duration,
-) -> Result<Pool<DB>, sqlx::Error>
-where
-    DB: sqlx::Database,
-{
+) -> Result<Pool<DB>, sqlx::Error> {
     first_connection::<DB>(options.clone()).await?;
     Ok(pool_options::<DB>(workers, acquire).connect_lazy_with(options))
 }
@@ -210,13 +197,8 @@ async fn any_host_answers(hosts: &[PgConnectOptions]) -> Result<(), sqlx::Error>
     )))
 }
 
-/// A Postgres pool for `url`.
-pub async fn postgres(url: &str, workers: usize) -> Result<Pool<Postgres>, sqlx::Error> {
-    postgres_acquiring(url, workers, ACQUIRE_TIMEOUT).await
-}
-
 /// A Postgres pool for `url` whose workers wait at most `acquire` for a connection.
-pub async fn postgres_acquiring(
+pub async fn postgres(
     url: &str,
     workers: usize,
     acquire: Duration,
@@ -236,13 +218,13 @@ pub async fn postgres_acquiring(
         return Ok(primary.detach());
     }
     let options = PgConnectOptions::from_str(url)?.application_name("txretry-lab");
-    pool_acquiring(options, workers, acquire).await
+    pool(options, workers, acquire).await
 }
 
 /// A MySQL / MariaDB pool for `url`.
 pub async fn mysql(url: &str, workers: usize) -> Result<Pool<MySql>, sqlx::Error> {
     let options = MySqlConnectOptions::from_str(url)?;
-    pool_with(options, workers).await
+    pool(options, workers, ACQUIRE_TIMEOUT).await
 }
 
 /// An SQLite pool on the file at `path` (created if missing), in WAL mode.
@@ -290,17 +272,5 @@ async fn sqlite(
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
         .busy_timeout(SQLITE_BUSY_TIMEOUT);
-    pool_with(options, workers).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn placeholders() {
-        assert_eq!(Postgres::placeholder(2), "$2");
-        assert_eq!(Sqlite::placeholder(3), "$3");
-        assert_eq!(MySql::placeholder(2), "?");
-    }
+    pool(options, workers, ACQUIRE_TIMEOUT).await
 }

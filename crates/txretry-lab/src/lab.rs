@@ -206,7 +206,7 @@ pub async fn main<P: Place>(
         }
         Target::Postgres(url) => {
             let first = first_server.unwrap_or(url);
-            let pool = backend::postgres_acquiring(first, pool_size, place.acquire_timeout())
+            let pool = backend::postgres(first, pool_size, place.acquire_timeout())
                 .await
                 .map_err(connect_error)?;
             let facts = server::postgres(&pool).await;

@@ -17,7 +17,7 @@ use crate::error::TxError;
 use crate::error::describe;
 use crate::events::{self, Commit, EventLog, Failure};
 use crate::presets::Preset;
-use crate::progress::{Counts, Progress};
+use crate::progress::Progress;
 use crate::report::Appendix;
 use crate::signals;
 use crate::stats::{Live, RetryCounter, Tally};
@@ -344,16 +344,16 @@ pub async fn drive<DB: LabDb>(
                     // and no report is printed after a quit.
                     workers.abort_all();
                 }
+                let n = |count: &std::sync::atomic::AtomicU64| count.load(Ordering::Relaxed);
                 let live = &ctx.live;
-                progress.update(
-                    start.elapsed(),
-                    Counts {
-                        committed: live.committed.load(Ordering::Relaxed),
-                        refused: live.refused.load(Ordering::Relaxed),
-                        failed: live.failed.load(Ordering::Relaxed),
-                        retries: retries.total(),
-                    },
+                let counts = format!(
+                    "{} committed  {} refused  {} failed  {} retries",
+                    n(&live.committed),
+                    n(&live.refused),
+                    n(&live.failed),
+                    retries.total()
                 );
+                progress.update(start.elapsed(), &counts);
             }
         }
     }

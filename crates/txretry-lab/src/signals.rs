@@ -69,19 +69,6 @@ impl StopSignals {
         }
     }
 
-    /// Waits for a signal that is not part of the burst that began at `first`; `false`
-    /// when no more can come.
-    pub async fn recv_after_burst(&mut self, first: Instant) -> bool {
-        loop {
-            if !self.recv().await {
-                return false;
-            }
-            if first.elapsed() >= BURST {
-                return true;
-            }
-        }
-    }
-
     /// The first Ctrl-C: runs `stop` at once; then a separate, later one: marks the lab as
     /// [`quitting`] and runs `quit`. Returns when both happened or no signal can come.
     pub async fn watch(mut self, stop: impl FnOnce(), quit: impl FnOnce()) {
@@ -93,8 +80,14 @@ impl StopSignals {
             "\ninterrupted: finishing the transactions in flight, then reporting (Ctrl-C again to quit now)"
         );
         stop();
-        if !self.recv_after_burst(first).await {
-            return;
+        // The next signal that is not part of the first one's burst.
+        loop {
+            if !self.recv().await {
+                return;
+            }
+            if first.elapsed() >= BURST {
+                break;
+            }
         }
         eprintln!(
             "interrupted again: aborting the transactions in flight and cleaning up, then quitting"

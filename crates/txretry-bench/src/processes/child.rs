@@ -44,7 +44,7 @@ pub async fn main(args: &RunArgs, prefix: &str, index: u32) -> Result<(), Fatal>
             run(pool, spec, prefix, index).await
         }
         Target::Postgres(url) => {
-            let pool = backend::postgres(url, args.workers)
+            let pool = backend::postgres(url, args.workers, backend::ACQUIRE_TIMEOUT)
                 .await
                 .map_err(connect_error)?;
             run(pool, spec, prefix, index).await

@@ -313,7 +313,7 @@ async fn supervise(
             changed = level.changed(), if watching => watching = changed.is_ok(),
             _ = ticker.tick() => {
                 let done = reports.iter().filter(|r| r.is_some()).count();
-                progress.update_time(start.elapsed(), &format!("{total} processes, {done} reported"));
+                progress.update(start.elapsed(), &format!("{total} processes, {done} reported"));
             }
         }
     };

@@ -179,9 +179,7 @@ impl RunReport {
             appendix: result.appendix,
         }
     }
-}
 
-impl RunReport {
     /// The report with every password of `target` masked in the error messages it quotes.
     pub fn scrubbed(mut self, target: &Target) -> RunReport {
         for message in self.first_error_by_kind.values_mut() {

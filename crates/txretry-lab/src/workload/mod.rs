@@ -220,6 +220,15 @@ impl Schema {
         &self.prefix
     }
 
+    /// The table of numbered rows and its value column: the accounts' balances (transfer)
+    /// or the hot rows' counters (hot-rows, and history, which has none).
+    pub(super) fn valued_rows(&self) -> (&str, &'static str) {
+        match self.workload {
+            Workload::Transfer => (&self.accounts, "balance"),
+            Workload::HotRows | Workload::History => (&self.hot, "counter"),
+        }
+    }
+
     /// The hot-rows table's name, for another client to run the same transaction on
     /// (the sweep's pgbench row).
     pub fn hot_table(&self) -> &str {

@@ -19,45 +19,30 @@ impl Schema {
 
     async fn create_and_fill<DB: LabDb>(&self, pool: &Pool<DB>) -> Result<(), sqlx::Error> {
         let mut conn = pool.acquire().await?;
-        let ddl = match self.workload {
-            Workload::Transfer => vec![
-                format!(
-                    "CREATE TABLE {} (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)",
-                    self.accounts
-                ),
-                format!(
-                    "CREATE TABLE {} (transfer_id BIGINT PRIMARY KEY, from_id BIGINT NOT NULL, to_id BIGINT NOT NULL, amount BIGINT NOT NULL)",
-                    self.ledger
-                ),
-            ],
-            Workload::HotRows => vec![format!(
-                "CREATE TABLE {} (id BIGINT PRIMARY KEY, counter BIGINT NOT NULL)",
-                self.hot
-            )],
-            // No unique key: a call that ran twice must show twice.
-            Workload::History => vec![format!(
+        if self.workload == Workload::History {
+            // No unique key: a call that ran twice must show twice. It starts empty.
+            let ddl = format!(
                 "CREATE TABLE {} (call_id BIGINT NOT NULL, port BIGINT NOT NULL)",
                 self.history
-            )],
-        };
-        for statement in ddl {
-            DB::batch(&mut conn, sql(statement)).await?;
+            );
+            return DB::batch(&mut conn, sql(ddl)).await;
         }
-        let (table, value) = match self.workload {
-            Workload::Transfer => (&self.accounts, INITIAL_BALANCE),
-            Workload::HotRows => (&self.hot, 0),
-            // Starts empty.
-            Workload::History => return Ok(()),
-        };
+        let (table, column) = self.valued_rows();
+        let ddl = format!("CREATE TABLE {table} (id BIGINT PRIMARY KEY, {column} BIGINT NOT NULL)");
+        DB::batch(&mut conn, sql(ddl)).await?;
+        let mut value = 0;
+        if self.workload == Workload::Transfer {
+            let ddl = format!(
+                "CREATE TABLE {} (transfer_id BIGINT PRIMARY KEY, from_id BIGINT NOT NULL, to_id BIGINT NOT NULL, amount BIGINT NOT NULL)",
+                self.ledger
+            );
+            DB::batch(&mut conn, sql(ddl)).await?;
+            value = INITIAL_BALANCE;
+        }
         // Literal integers the lab generated, in batches: one round trip per 500 rows.
         let ids: Vec<u32> = (1..=self.rows).collect();
         for chunk in ids.chunks(500) {
             let values: Vec<String> = chunk.iter().map(|id| format!("({id}, {value})")).collect();
-            let column = if self.workload == Workload::Transfer {
-                "balance"
-            } else {
-                "counter"
-            };
             let insert = format!(
                 "INSERT INTO {table} (id, {column}) VALUES {}",
                 values.join(", ")
