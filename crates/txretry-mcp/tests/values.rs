@@ -4,7 +4,8 @@
 //! next, on one connection) bound again. Each value must land as given: on Postgres, a value
 //! sent in another type's binary form than the one the server expects was a wrong number,
 //! committed. Then, on Postgres, a text into a TIMESTAMPTZ column: refused by `check`, with
-//! the database's reason, until the SQL casts it.
+//! the database's reason, until the SQL casts it. A BOOLEAN column reads back as a JSON
+//! boolean on every database, SQLite (which stores 0 or 1) included.
 
 mod common;
 
@@ -18,7 +19,8 @@ const TABLE: &str = "CREATE TABLE items (
     qty BIGINT NOT NULL,
     small SMALLINT NOT NULL,
     n NUMERIC(12, 2) NOT NULL,
-    label VARCHAR(20)
+    label VARCHAR(20),
+    active BOOLEAN NOT NULL
 )";
 
 /// One connection, so that every call's statements meet the ones the calls before them
@@ -38,8 +40,9 @@ tools:
       small: { type: integer, description: A small number. }
       n: { type: number, description: An exact number. }
       label: { type: string, description: Its label., required: false }
+      active: { type: boolean, description: Whether it is on sale. }
     statements:
-      - sql: INSERT INTO items (id, code, price, qty, small, n, label) VALUES (:id, :code, :price, :qty, :small, :n, :label)
+      - sql: INSERT INTO items (id, code, price, qty, small, n, label, active) VALUES (:id, :code, :price, :qty, :small, :n, :label, :active)
   get:
     source: shop
     description: An item.
@@ -47,7 +50,7 @@ tools:
     parameters:
       id: { type: integer, description: Its id. }
     statements:
-      - sql: SELECT id, price, qty, small, label FROM items WHERE id = :id
+      - sql: SELECT id, price, qty, small, label, active FROM items WHERE id = :id
     returns: row
   by_code:
     source: shop
@@ -72,9 +75,9 @@ tools:
       from: { type: integer, description: The item copied. }
       to: { type: integer, description: The new item's id. }
     statements:
-      - sql: SELECT price, label FROM items WHERE id = :from
+      - sql: SELECT price, label, active FROM items WHERE id = :from
         capture: src
-      - sql: INSERT INTO items (id, code, price, qty, small, n, label) VALUES (:to, 0, :src.price, 0, 0, 0, :src.label)
+      - sql: INSERT INTO items (id, code, price, qty, small, n, label, active) VALUES (:to, 0, :src.price, 0, 0, 0, :src.label, :src.active)
 "#;
 
 fn committed(outcome: &Value) -> &Value {
@@ -87,8 +90,8 @@ async fn values_land_as_given_whatever_the_column_type(db: Db) {
     let config = db.write("values.yaml", TOOLS);
     let client = stdio(&config, &[], &[("VALUES_DB_URL", db.url.as_str())]).await;
     let puts = [
-        json!({"id": 1, "code": 41, "price": 100, "qty": 3, "small": 7, "n": 12.5, "label": "a"}),
-        json!({"id": 2, "code": 42, "price": 250, "qty": 4, "small": -3, "n": 7}),
+        json!({"id": 1, "code": 41, "price": 100, "qty": 3, "small": 7, "n": 12.5, "label": "a", "active": true}),
+        json!({"id": 2, "code": 42, "price": 250, "qty": 4, "small": -3, "n": 7, "active": false}),
     ];
     for put in puts {
         committed(&outcome(&client, "put", put).await);
@@ -99,6 +102,8 @@ async fn values_land_as_given_whatever_the_column_type(db: Db) {
     assert_eq!(one["qty"], 3, "{one}");
     assert_eq!(one["small"], 7, "{one}");
     assert_eq!(one["label"], "a", "{one}");
+    // A BOOLEAN column reads back as a JSON boolean, SQLite's (stored as 0 or 1) too.
+    assert_eq!(one["active"], true, "{one}");
     let code = outcome(&client, "by_code", json!({"code": 42})).await;
     assert_eq!(committed(&code), &json!([{"id": 2}]));
     let sevens = outcome(&client, "by_n", json!({"n": 7})).await;
@@ -110,14 +115,14 @@ async fn values_land_as_given_whatever_the_column_type(db: Db) {
     let three = outcome(&client, "get", json!({"id": 3})).await;
     let three = committed(&three);
     assert_eq!(
-        (three["price"].as_f64(), &three["label"]),
-        (Some(250.0), &Value::Null)
+        (three["price"].as_f64(), &three["label"], &three["active"]),
+        (Some(250.0), &Value::Null, &json!(false))
     );
     let four = outcome(&client, "get", json!({"id": 4})).await;
     let four = committed(&four);
     assert_eq!(
-        (four["price"].as_f64(), &four["label"]),
-        (Some(100.0), &json!("a"))
+        (four["price"].as_f64(), &four["label"], &four["active"]),
+        (Some(100.0), &json!("a"), &json!(true))
     );
     client.cancel().await.unwrap();
     // Read back by the test's own connection: what the server holds.
