@@ -315,3 +315,56 @@ crate::on_each_database!(
     examples_pass_check,
     examples_fail_check_without_their_tables,
 );
+
+/// Top-level keys that begin with `x-` are the author's own, as in a Compose file: anchors
+/// set there apply where they are aliased (a bad one is refused at its alias) and are
+/// otherwise ignored. Any other unknown top-level key is refused, at its line, with the
+/// keys that exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x_keys_hold_anchors_and_other_top_level_keys_are_refused() {
+    let db = Db::sqlite().await;
+    db.load("orders.sql").await;
+    let env = env(&db);
+    let env = env_refs(&env);
+    let anchors = "x-retry: &patient { max_attempts: 7 }\nx-broken: &broken { max_attempts: 0 }\nx-notes: [anything, { at: all }]\n";
+    let aliased = BASE.replacen(
+        "    returns: row\n",
+        "    returns: row\n    retry: *patient\n",
+        1,
+    );
+    let ok = db.write("anchors.yaml", &format!("{anchors}{aliased}"));
+    let ran = check(&ok, &env).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+
+    let bad = BASE.replacen(
+        "    returns: row\n",
+        "    returns: row\n    retry: *broken\n",
+        1,
+    );
+    let yaml = format!("{anchors}{bad}");
+    let line = yaml
+        .lines()
+        .position(|l| l == "    retry: *broken")
+        .unwrap()
+        + 1;
+    let ran = check(&db.write("broken.yaml", &yaml), &env).await;
+    assert_eq!(ran.code, Some(2), "{ran:?}");
+    assert!(
+        ran.stderr.contains(&format!("line {line}, column "))
+            && ran.stderr.contains("tools.get_order.retry"),
+        "{ran:?}"
+    );
+
+    let typo = BASE.replacen("auth:\n", "extras: { note: 1 }\nauth:\n", 1);
+    let line = typo.lines().position(|l| l.starts_with("extras:")).unwrap() + 1;
+    let ran = check(&db.write("typo.yaml", &typo), &env).await;
+    assert_eq!(ran.code, Some(2), "{ran:?}");
+    assert!(
+        ran.stderr.contains(&format!("line {line}, column 1"))
+            && ran.stderr.contains("extras")
+            && ran
+                .stderr
+                .contains("sources, defaults, toolsets, tools, auth"),
+        "{ran:?}"
+    );
+}

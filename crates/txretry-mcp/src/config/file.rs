@@ -13,23 +13,77 @@ use txretry_tool::PolicyConfig;
 
 use super::param::ParamDecl;
 
-/// A whole `tools.yaml`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A whole `tools.yaml`. Top-level keys that begin with `x-` are the author's own (as in a
+/// Compose file): a place for anchors the rest of the file aliases, read and set aside.
+#[derive(Debug)]
 pub struct File {
     /// The databases, by name.
     pub sources: IndexMap<String, Spanned<SourceDecl>>,
     /// What every tool gets unless its toolset or itself says otherwise.
-    #[serde(default)]
     pub defaults: Defaults,
     /// Named groups of tools: what a caller speaking as that toolset is offered.
-    #[serde(default)]
     pub toolsets: IndexMap<String, Spanned<ToolsetDecl>>,
     /// The tools, by name.
     pub tools: IndexMap<String, Spanned<ToolDecl>>,
     /// Who may call over HTTP.
-    #[serde(default)]
     pub auth: AuthDecl,
+}
+
+/// The top-level keys, as a refusal of another lists them.
+const FILE_KEYS: &[&str] = &["sources", "defaults", "toolsets", "tools", "auth"];
+
+impl<'de> Deserialize<'de> for File {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(FileVisitor)
+    }
+}
+
+/// [`File`]'s keys, as serde's derive would read them (each once, unknown ones refused),
+/// but for the `x-` ones.
+struct FileVisitor;
+
+impl<'de> Visitor<'de> for FileVisitor {
+    type Value = File;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a mapping with sources and tools")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<File, A::Error> {
+        fn once<'de, A: de::MapAccess<'de>, T: Deserialize<'de>>(
+            slot: &mut Option<T>,
+            map: &mut A,
+            key: &'static str,
+        ) -> Result<(), A::Error> {
+            if slot.is_some() {
+                return Err(de::Error::duplicate_field(key));
+            }
+            *slot = Some(map.next_value()?);
+            Ok(())
+        }
+        let (mut sources, mut defaults, mut toolsets, mut tools, mut auth) =
+            (None, None, None, None, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "sources" => once(&mut sources, &mut map, "sources")?,
+                "defaults" => once(&mut defaults, &mut map, "defaults")?,
+                "toolsets" => once(&mut toolsets, &mut map, "toolsets")?,
+                "tools" => once(&mut tools, &mut map, "tools")?,
+                "auth" => once(&mut auth, &mut map, "auth")?,
+                own if own.starts_with("x-") => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+                other => return Err(de::Error::unknown_field(other, FILE_KEYS)),
+            }
+        }
+        Ok(File {
+            sources: sources.ok_or_else(|| de::Error::missing_field("sources"))?,
+            defaults: defaults.unwrap_or_default(),
+            toolsets: toolsets.unwrap_or_default(),
+            tools: tools.ok_or_else(|| de::Error::missing_field("tools"))?,
+            auth: auth.unwrap_or_default(),
+        })
+    }
 }
 
 /// A database.
