@@ -1,8 +1,9 @@
 //! Cancellation: a `notifications/cancelled` for a call whose transaction has not committed
 //! stops it — its statement is cancelled in the server, its writes are rolled back, nothing
 //! is recorded — and the same call sent again runs once. An attempt that times out has its
-//! statement cancelled too, and its locks go with it. On Postgres, with the transaction held
-//! inside the server (`pg_sleep`) when the cancel or the timeout comes.
+//! statement cancelled too, and its locks go with it. On Postgres and MariaDB, with the
+//! transaction held inside the server (`pg_sleep`, `SLEEP`) when the cancel or the timeout
+//! comes: left alone, the server runs the statement to its end, holding its locks.
 
 mod common;
 
@@ -13,6 +14,7 @@ use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 
+/// The tools, with `{sleep}` the database's sleep function.
 const CONFIG: &str = r#"
 sources:
   db: { url: "${CANCEL_URL}" }
@@ -25,7 +27,7 @@ tools:
       wait_s: { type: number, min: 0, max: 3600 }
     statements:
       - sql: INSERT INTO notes (note) VALUES (:note)
-      - sql: SELECT pg_sleep(:wait_s)
+      - sql: SELECT {sleep}(:wait_s)
     once: { key: [note] }
     returns: { template: "noted {note}" }
   held_count:
@@ -36,21 +38,65 @@ tools:
       wait_s: { type: number, min: 0, max: 3600 }
     statements:
       - sql: UPDATE counters SET n = n + 1 WHERE id = 1
-      - sql: SELECT pg_sleep(:wait_s)
+      - sql: SELECT {sleep}(:wait_s)
 "#;
 
 const TABLES: &str = "CREATE TABLE notes (note TEXT NOT NULL);
     CREATE TABLE counters (id INT PRIMARY KEY, n INT NOT NULL);
     INSERT INTO counters VALUES (1, 0)";
 
+/// What differs between the databases: the sleep, and how the test sees it from outside.
+struct Dialect {
+    /// The sleep function.
+    sleep: &'static str,
+    /// How many of the test database's sessions are in the sleep.
+    sleeping: &'static str,
+    /// Whether the `once` records' table exists in the test database.
+    records_table: &'static str,
+    /// The counter, as a BIGINT.
+    counter: &'static str,
+    /// Another session takes the counter's row, waiting for its lock at most 60 s (a
+    /// guard far below the 10-minute sleep that holds it when nothing cancels it).
+    take_row: &'static str,
+}
+
+const POSTGRES: Dialect = Dialect {
+    sleep: "pg_sleep",
+    sleeping: "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+         AND query LIKE 'SELECT pg_sleep%' AND state = 'active'",
+    records_table: "SELECT count(*) FROM information_schema.tables WHERE table_name = 'txretry_tool_calls'",
+    counter: "SELECT CAST(n AS BIGINT) FROM counters",
+    take_row: "SET lock_timeout = '60s'; UPDATE counters SET n = n + 10 WHERE id = 1",
+};
+
+const MARIADB: Dialect = Dialect {
+    sleep: "SLEEP",
+    sleeping: "SELECT count(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() \
+         AND INFO LIKE 'SELECT SLEEP%'",
+    records_table: "SELECT count(*) FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name = 'txretry_tool_calls'",
+    counter: "SELECT CAST(n AS SIGNED) FROM counters",
+    take_row: "SET SESSION innodb_lock_wait_timeout = 60; UPDATE counters SET n = n + 10 WHERE id = 1",
+};
+
 /// `test`'s own database with the tables, and a server of [`CONFIG`] on it; `None`
-/// (skipped, loudly) without a Postgres server.
-async fn served(test: &str) -> Option<(Db, Client)> {
-    let db = Db::postgres(test).await?;
+/// (skipped, loudly) without the database's server.
+async fn served(db: Option<Db>, dialect: &Dialect) -> Option<(Db, Client)> {
+    let db = db?;
     db.exec(TABLES).await;
-    let config = db.write("cancel.yaml", CONFIG);
+    let config = db.write("cancel.yaml", &CONFIG.replace("{sleep}", dialect.sleep));
     let client = stdio(&config, &[], &[("CANCEL_URL", &db.url)]).await;
     Some((db, client))
+}
+
+/// Waits until `sessions` of the test database sleep.
+async fn until_sleeping(db: &Db, dialect: &Dialect, what: &str, sessions: i64) {
+    within(what, async {
+        while db.ints(dialect.sleeping).await[0] != sessions {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
 }
 
 async fn notes(db: &Db, note: &str) -> i64 {
@@ -60,9 +106,11 @@ async fn notes(db: &Db, note: &str) -> i64 {
     count[0]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_again() {
-    let Some((db, client)) = served("cancel::before_commit").await else {
+async fn a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_again(
+    db: Option<Db>,
+    dialect: &Dialect,
+) {
+    let Some((db, client)) = served(db, dialect).await else {
         return;
     };
 
@@ -76,20 +124,7 @@ async fn a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_a
         .await
         .unwrap();
     // The insert is made and the transaction sleeps in the server: wait until it does.
-    within("the transaction sleeps", async {
-        loop {
-            let sleeping = db
-                .ints(
-                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'",
-                )
-                .await;
-            if sleeping[0] == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    until_sleeping(&db, dialect, "the transaction sleeps", 1).await;
     handle
         .cancel(Some("the user stopped it".to_owned()))
         .await
@@ -98,26 +133,13 @@ async fn a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_a
     // The server drops the call and cancels its statement: the backend stops sleeping
     // (left alone, it would sleep out its 10 minutes, past this guard), and the
     // transaction never commits.
-    within("the cancelled statement ends", async {
-        loop {
-            let open = db
-                .ints("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'")
-                .await;
-            if open[0] == 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    until_sleeping(&db, dialect, "the cancelled statement ends", 0).await;
     assert_eq!(
         notes(&db, "first").await,
         0,
         "a cancelled call writes nothing"
     );
-    let table = db
-        .ints("SELECT count(*) FROM information_schema.tables WHERE table_name = 'txretry_tool_calls'")
-        .await;
+    let table = db.ints(dialect.records_table).await;
     if table[0] == 1 {
         let records = db.ints("SELECT count(*) FROM txretry_tool_calls").await;
         assert_eq!(
@@ -136,9 +158,11 @@ async fn a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_a
     client.cancel().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_attempt_that_times_out_has_its_statement_cancelled_and_its_locks_released() {
-    let Some((db, client)) = served("cancel::timed_out").await else {
+async fn an_attempt_that_times_out_has_its_statement_cancelled_and_its_locks_released(
+    db: Option<Db>,
+    dialect: &Dialect,
+) {
+    let Some((db, client)) = served(db, dialect).await else {
         return;
     };
     // Its attempt times out after 1 s, holding the row's lock in a 10-minute sleep.
@@ -146,28 +170,59 @@ async fn an_attempt_that_times_out_has_its_statement_cancelled_and_its_locks_rel
     assert_ne!(timed_out["status"], "committed", "{timed_out}");
     assert_eq!(timed_out["failure"], "timed_out", "{timed_out}");
     // Another session takes the row: at once when the statement was cancelled, and never
-    // within its lock_timeout (a guard, far below the sleep) while the sleep holds it.
-    db.exec("SET lock_timeout = '60s'; UPDATE counters SET n = n + 10 WHERE id = 1")
-        .await;
+    // within its lock wait (a guard, far below the sleep) while the sleep holds it.
+    db.exec(dialect.take_row).await;
     assert_eq!(
-        db.ints("SELECT CAST(n AS BIGINT) FROM counters").await,
+        db.ints(dialect.counter).await,
         [10],
         "the timed-out attempt's update was rolled back"
     );
     client.cancel().await.unwrap();
 }
 
+macro_rules! on_postgres_and_mariadb {
+    ($($scenario:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    let db = super::Db::postgres(concat!("cancel::", stringify!($scenario))).await;
+                    super::$scenario(db, &super::POSTGRES).await;
+                }
+            )*
+        }
+        mod mariadb {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    let db = super::Db::mariadb(concat!("cancel::", stringify!($scenario))).await;
+                    super::$scenario(db, &super::MARIADB).await;
+                }
+            )*
+        }
+    };
+}
+
+on_postgres_and_mariadb!(
+    a_call_cancelled_before_commit_writes_nothing_and_runs_once_when_sent_again,
+    an_attempt_that_times_out_has_its_statement_cancelled_and_its_locks_released,
+    a_statement_running_when_the_server_is_stopped_is_cancelled_before_it_exits,
+);
+
 /// SIGTERM while a call sleeps in its transaction: the server stops serving, drops the
 /// call, and cancels its statement in the server before it exits. (It exited with the
 /// cancel still on its way, often enough: the statement slept on, holding its locks.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_statement_running_when_the_server_is_stopped_is_cancelled_before_it_exits() {
-    let Some(db) = Db::postgres("cancel::at_exit").await else {
+async fn a_statement_running_when_the_server_is_stopped_is_cancelled_before_it_exits(
+    db: Option<Db>,
+    dialect: &Dialect,
+) {
+    let Some(db) = db else {
         return;
     };
     db.exec(TABLES).await;
     let token = "cancel-token-0123456789abcdef";
-    let config = format!("{CONFIG}\nauth:\n  tokens:\n    - env: CANCEL_TOKEN\n      roles: []\n");
+    let config = CONFIG.replace("{sleep}", dialect.sleep);
+    let config = format!("{config}\nauth:\n  tokens:\n    - env: CANCEL_TOKEN\n      roles: []\n");
     let config = db.write("cancel-http.yaml", &config);
     // Every connection of the server's comes a second late, its statement's cancel too:
     // well after the process would have exited without waiting for it.
@@ -185,14 +240,7 @@ async fn a_statement_running_when_the_server_is_stopped_is_cancelled_before_it_e
             .with_arguments(object(json!({"note": note, "wait_s": 600})));
         let _ = client.peer().call_tool(request).await;
     });
-    let sleeping = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-         AND query LIKE 'SELECT pg_sleep%' AND state = 'active'";
-    within("the transaction sleeps", async {
-        while db.ints(sleeping).await[0] != 1 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    until_sleeping(&db, dialect, "the transaction sleeps", 1).await;
 
     let pid = server.child.id().expect("running").to_string();
     let killed = std::process::Command::new("kill")
@@ -205,23 +253,19 @@ async fn a_statement_running_when_the_server_is_stopped_is_cancelled_before_it_e
         .unwrap();
     assert!(exit.success(), "{exit:?}");
     call.abort();
-    // Cancelled before the exit: the backend has the signal, and stops at once. Left
-    // alone, it would sleep out its 10 minutes, past this guard.
-    within("the statement ends", async {
-        while db.ints(sleeping).await[0] != 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    // Cancelled before the exit: the session's statement stops at once. Left alone, it
+    // would sleep out its 10 minutes, past this guard.
+    until_sleeping(&db, dialect, "the statement ends", 0).await;
     assert_eq!(notes(&db, note).await, 0, "nothing committed");
 }
 
 /// `url` through a relay on loopback that holds every new connection `delay` before it
 /// connects on to `url`'s server.
 async fn slow_relay(url: &str, delay: Duration) -> String {
-    use std::str::FromStr;
-    let options = sqlx::postgres::PgConnectOptions::from_str(url).unwrap();
-    let upstream = format!("{}:{}", options.get_host(), options.get_port());
+    // The server's `host:port`, between the user's `@` and the path.
+    let rest = url.split_once("://").unwrap().1;
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, rest)| rest);
+    let upstream = rest[..rest.find(['/', '?']).unwrap_or(rest.len())].to_owned();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let relay = listener.local_addr().unwrap();
     tokio::spawn(async move {

@@ -109,9 +109,9 @@ pub(crate) use run_statement;
 
 /// Implements [`Database`] for a sqlx database that takes each value as it is bound (MySQL
 /// sends its type with every execution; SQLite's values carry their own), given how it
-/// reads a row.
+/// reads a row and, where the server can stop a statement, how a [`Stopper`] is armed.
 macro_rules! database {
-    ($db:ty, $read_row:path) => {
+    ($db:ty, $read_row:path $(, stopper = $stopper:path)?) => {
         impl $crate::engine::database::Database for $db {
             async fn run(
                 tx: &mut sqlx::Transaction<'_, $db>,
@@ -122,6 +122,15 @@ macro_rules! database {
                 use $crate::engine::database::Done;
                 $crate::engine::database::run_statement!($db, tx, sql, &[], binds, $read_row)
             }
+
+            $(
+                async fn stopper(
+                    tx: &mut sqlx::Transaction<'_, $db>,
+                    pool: &sqlx::Pool<$db>,
+                ) -> Result<Option<$crate::engine::stopper::Stopper>, sqlx::Error> {
+                    $stopper(tx, pool).await.map(Some)
+                }
+            )?
         }
     };
 }

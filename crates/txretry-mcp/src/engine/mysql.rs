@@ -1,4 +1,5 @@
-//! MySQL and MariaDB: `?` placeholders; rows read by the columns' types.
+//! MySQL and MariaDB: `?` placeholders; rows read by the columns' types; a dropped call's
+//! statement stopped with `KILL QUERY`.
 
 use serde_json::{Map, Value};
 use sqlx::mysql::{MySql, MySqlRow};
@@ -6,7 +7,7 @@ use sqlx::{Column, Row, TypeInfo, ValueRef};
 
 use super::database::unreadable;
 
-super::database::database!(MySql, read_row);
+super::database::database!(MySql, read_row, stopper = super::stopper::Stopper::mysql);
 
 fn read_row(row: &MySqlRow) -> Result<Map<String, Value>, sqlx::Error> {
     let mut object = Map::new();

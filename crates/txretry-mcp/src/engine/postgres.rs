@@ -27,7 +27,7 @@ impl Database for Postgres {
         tx: &mut Transaction<'_, Postgres>,
         pool: &PgPool,
     ) -> Result<Option<Stopper>, sqlx::Error> {
-        Stopper::arm(tx, pool).await.map(Some)
+        Stopper::postgres(tx, pool).await.map(Some)
     }
 }
 

@@ -1,19 +1,22 @@
-//! Stopping, in the server, the statement of a call dropped while it runs (Postgres).
+//! Stopping, in the server, the statement of a call dropped while it runs (Postgres, and
+//! MySQL/MariaDB).
 //!
 //! A call is dropped when its client cancels it, when its attempt times out, or when the
 //! server shuts down. Dropping it drops the transaction, but sqlx cannot cancel a statement
 //! in flight: the server runs it to its end (a lock wait, a long query) and only then sees
-//! the ROLLBACK, holding the transaction's locks and its pooled connection meanwhile, so a
+//! the ROLLBACK or the closed connection, holding the transaction's locks meanwhile, so a
 //! retry, or the next call, waits behind the call that was given up. The stopper, armed for
-//! the length of the statements, asks the server to cancel that backend's statement, from a
+//! the length of the statements, asks the server to cancel that session's statement, from a
 //! connection of its own, when it is dropped armed.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
-use sqlx::{ConnectOptions, Connection};
+use sqlx::mysql::{MySqlConnection, MySqlPool};
+use sqlx::postgres::{PgConnection, PgPool};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 
 /// How long the cancel may take (connect, then one statement): past it, the statement is
 /// left to end by itself, as it would without a stopper.
@@ -21,13 +24,25 @@ const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
 /// The backend and its transaction, read inside the transaction: `now()` is the
 /// transaction's start, `pg_stat_activity.xact_start` of the same backend while it lasts.
-const IDENTIFY: &str = "SELECT pg_backend_pid(), CAST(extract(epoch FROM now()) * 1000000 AS int8)";
+const PG_IDENTIFY: &str =
+    "SELECT pg_backend_pid(), CAST(extract(epoch FROM now()) * 1000000 AS int8)";
 
 /// Cancels the backend's statement only while it is still in the same transaction: a
 /// connection already given back to the pool and running another call's transaction has
 /// another start, and is left alone.
-const CANCEL: &str = "SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
+const PG_CANCEL: &str = "SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
      WHERE pid = $1 AND CAST(extract(epoch FROM xact_start) * 1000000 AS int8) = $2";
+
+/// The session, and the server it is on. A MySQL server never gives a connection id to two
+/// sessions while it runs, and the runner closes a connection dropped inside its
+/// transaction instead of pooling it: the id names this call's session and no other. The
+/// server's host name and port tell it apart from the session of the same id on another
+/// node, where a load-balancing proxy may route the stopper's own connection.
+const MYSQL_IDENTIFY: &str =
+    "SELECT CAST(CONNECTION_ID() AS UNSIGNED), CAST(@@hostname AS CHAR), CAST(@@port AS SIGNED)";
+
+/// The server the stopper's own connection reached.
+const MYSQL_SERVER: &str = "SELECT CAST(@@hostname AS CHAR), CAST(@@port AS SIGNED)";
 
 /// Stoppers armed, and cancels on their way: the process waits for them before it exits
 /// ([`settled`]), or its runtime would drop a cancel half done (at a signal, or when the
@@ -56,59 +71,87 @@ pub async fn settled() {
     let _ = tokio::time::timeout(CANCEL_WAIT, wait).await;
 }
 
+/// The cancel of one session's statement, from a connection of its own.
+type Cancel = Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send>>;
+
 /// Armed: cancels the transaction's statement in the server when dropped.
 pub struct Stopper {
-    /// The pool's own (shared, not copied for every call).
-    options: Arc<PgConnectOptions>,
-    pid: i32,
-    started_us: i64,
-    armed: bool,
+    /// `None` once disarmed.
+    cancel: Option<Cancel>,
 }
 
 impl Stopper {
-    /// A stopper for the transaction open on `conn`, a connection of `pool`.
+    /// Armed with `cancel`, which runs only if the stopper is dropped armed.
+    fn armed(cancel: Cancel) -> Stopper {
+        PENDING.fetch_add(1, Ordering::SeqCst);
+        Stopper {
+            cancel: Some(cancel),
+        }
+    }
+
+    /// A stopper for the Postgres transaction open on `conn`, a connection of `pool`.
     ///
     /// # Errors
     /// The query's that identifies the backend and its transaction.
-    pub async fn arm(conn: &mut PgConnection, pool: &PgPool) -> Result<Stopper, sqlx::Error> {
-        let (pid, started_us): (i32, i64) = sqlx::query_as(IDENTIFY).fetch_one(conn).await?;
-        PENDING.fetch_add(1, Ordering::SeqCst);
-        Ok(Stopper {
-            options: pool.connect_options(),
-            pid,
-            started_us,
-            armed: true,
-        })
+    pub async fn postgres(conn: &mut PgConnection, pool: &PgPool) -> Result<Stopper, sqlx::Error> {
+        let (pid, started_us): (i32, i64) = sqlx::query_as(PG_IDENTIFY).fetch_one(conn).await?;
+        let options = pool.connect_options();
+        Ok(Stopper::armed(Box::pin(async move {
+            let mut conn = options.connect().await?;
+            sqlx::query(PG_CANCEL)
+                .bind(pid)
+                .bind(started_us)
+                .execute(&mut conn)
+                .await?;
+            conn.close().await
+        })))
+    }
+
+    /// A stopper for the MySQL or MariaDB transaction open on `conn`, a connection of
+    /// `pool`.
+    ///
+    /// # Errors
+    /// The query's that identifies the session and its server.
+    pub async fn mysql(
+        conn: &mut MySqlConnection,
+        pool: &MySqlPool,
+    ) -> Result<Stopper, sqlx::Error> {
+        let (id, host, port): (u64, String, i64) =
+            sqlx::query_as(MYSQL_IDENTIFY).fetch_one(conn).await?;
+        let options = pool.connect_options();
+        Ok(Stopper::armed(Box::pin(async move {
+            let mut conn = options.connect().await?;
+            let (here, here_port): (String, i64) =
+                sqlx::query_as(MYSQL_SERVER).fetch_one(&mut conn).await?;
+            if (here, here_port) == (host, port) {
+                // KILL takes no placeholder; the id is the number the server gave.
+                sqlx::raw_sql(AssertSqlSafe(format!("KILL QUERY {id}")))
+                    .execute(&mut conn)
+                    .await?;
+            }
+            conn.close().await
+        })))
     }
 
     /// The statements have ended: nothing to stop.
     pub fn disarm(mut self) {
-        self.armed = false;
-        PENDING.fetch_sub(1, Ordering::SeqCst);
+        if self.cancel.take().is_some() {
+            PENDING.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
 impl Drop for Stopper {
     fn drop(&mut self) {
-        if !self.armed {
+        let Some(cancel) = self.cancel.take() else {
             return;
-        }
+        };
         let pending = Pending;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (options, pid, started_us) = (Arc::clone(&self.options), self.pid, self.started_us);
         runtime.spawn(async move {
             let _pending = pending;
-            let cancel = async {
-                let mut conn = options.connect().await?;
-                sqlx::query(CANCEL)
-                    .bind(pid)
-                    .bind(started_us)
-                    .execute(&mut conn)
-                    .await?;
-                conn.close().await
-            };
             // Best effort: the statement then ends by itself, as it did before.
             let _ = tokio::time::timeout(CANCEL_WAIT, cancel).await;
         });
