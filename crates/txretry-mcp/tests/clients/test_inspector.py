@@ -103,11 +103,12 @@ def test_inspector_stdio(inspector_bin, binary, config_path, sqlite_db):
     assert code != 0 and "-32602" in output, output
 
     transfer = ["--method", "tools/call", "--tool-name", "transfer", "--tool-arg", "from=1", "to=2", "cents=5", "request_id=insp-1"]
-    for _ in range(2):  # the second answered from the record: the money moves once
+    for second in (False, True):  # the second answered from the record: the money moves once
         code, answer, output = inspect(inspector_bin, stdio_target(binary, config_path, "--role", "teller"), transfer, env)
         assert code == 0 and answer, output
         assert answer["structuredContent"]["status"] == "committed", answer
         assert answer["structuredContent"]["result"] == "moved 5 cents from account 1 to account 2", answer
+        assert answer["structuredContent"].get("replayed") == (True if second else None), answer
 
     # Out of range: refused before the database.
     code, answer, output = inspect(

@@ -120,13 +120,16 @@ pub(crate) async fn a_repeated_once_call_returns_the_recorded_answer(db: Db) {
         first["result"],
         "moved 700 cents from account 3 to account 1"
     );
+    assert_eq!(first.get("replayed"), None, "{first}");
     let again = outcome(&client, "transfer", arguments.clone()).await;
     assert_eq!(again["status"], "committed", "{again}");
     assert_eq!(again["result"], first["result"]);
+    assert_eq!(again["replayed"], true, "{again}");
     // From another server process too (the record is in the database).
     let other = orders_again(&db, TELLER).await;
     let third = outcome(&other, "transfer", arguments.clone()).await;
     assert_eq!(third["result"], first["result"], "{third}");
+    assert_eq!(third["replayed"], true, "{third}");
     assert_eq!(
         money(&db).await,
         (vec![10_700, 10_000, 9_300], vec!["o-1".to_owned()])
@@ -141,6 +144,25 @@ pub(crate) async fn a_repeated_once_call_returns_the_recorded_answer(db: Db) {
     let again = outcome(&other, "cancel_order", json!({"order_id": 7})).await;
     assert_eq!(again["status"], "committed", "{again}");
     assert_eq!(again["result"], cancel["result"]);
+    assert_eq!(again["replayed"], true, "{again}");
+    // A business error recorded by the first call is that call's: replayed, and said so,
+    // although the account has the money now.
+    let short = json!({"from": 2, "to": 1, "cents": 999_999, "request_id": "o-2"});
+    let refused = outcome(&client, "transfer", short.clone()).await;
+    assert_eq!(refused["status"], "business_error", "{refused}");
+    assert_eq!(refused.get("replayed"), None, "{refused}");
+    db.exec("UPDATE accounts SET cents = 2000000 WHERE id = 2")
+        .await;
+    let repeated = outcome(&other, "transfer", short).await;
+    assert_eq!(repeated["status"], "business_error", "{repeated}");
+    assert_eq!(repeated["replayed"], true, "{repeated}");
+    let error = repeated["error"].as_str().unwrap();
+    assert!(
+        error.contains("short of 999999 cents") && error.contains("use another key"),
+        "{repeated}"
+    );
+    db.exec("UPDATE accounts SET cents = 10000 WHERE id = 2")
+        .await;
     assert_eq!(
         db.ints("SELECT cents FROM accounts WHERE id = 1").await,
         [13_200]

@@ -34,6 +34,8 @@ pub struct ToolFailure {
     /// The tool is `once`, keyed by its arguments: a repeated call (same arguments, so
     /// the same key) is safe. A key made from the call id is not the model's to repeat.
     pub(super) once: bool,
+    /// The business error is an earlier call's, read from its `once` record.
+    pub(super) replayed: bool,
 }
 
 impl ToolFailure {
@@ -72,6 +74,7 @@ impl ToolFailure {
             outcome,
             retries,
             once: false,
+            replayed: false,
         }
     }
 
@@ -136,6 +139,13 @@ impl ToolFailure {
         self.retries
     }
 
+    /// Whether the failure is an earlier call's business error, answered from the `once`
+    /// record its key found: the handler's work did not run now. What has changed since
+    /// does not change the answer; a call meant to try again needs another key.
+    pub fn replayed(&self) -> bool {
+        self.replayed
+    }
+
     /// Whether something committed in the last attempt.
     pub fn committed(&self) -> bool {
         self.attempts.last().is_some_and(|a| a.committed)
@@ -159,6 +169,11 @@ impl fmt::Display for ToolFailure {
             _ => kind.to_owned(),
         };
         match self.kind {
+            FailureKind::Business if self.replayed => write!(
+                f,
+                "{tool}: {} (the recorded outcome of an earlier call with the same key: it was not run again; to try again, use another key)",
+                crate::error_text::with_causes(self.last_error())
+            ),
             FailureKind::Business => write!(
                 f,
                 "{tool}: {}",

@@ -128,18 +128,19 @@ impl Toolbox {
     ) -> Result<Value, InvokeError> {
         self.invoke_counted(caller, name, args, call_id)
             .await
-            .map(|(output, _)| output)
+            .map(|answered| answered.output)
     }
 
     /// [`invoke`](Toolbox::invoke), also answering how many attempts the call took in all
-    /// (the runners' included: the budget's retries spent, plus one).
+    /// (the runners' included: the budget's retries spent, plus one), and whether its
+    /// output was an earlier call's, replayed from a `once` record.
     pub(crate) async fn invoke_counted(
         &self,
         caller: &Caller,
         name: &str,
         args: Value,
         call_id: &str,
-    ) -> Result<(Value, u32), InvokeError> {
+    ) -> Result<Answered, InvokeError> {
         let inner = &*self.inner;
         let Some(index) = inner.gate(caller, name) else {
             return Err(InvokeError::refused(name));
@@ -219,7 +220,11 @@ impl Toolbox {
                             .map_or(0, |run| run.take_kept_attempts().len());
                     let retries = budget.saturating_sub(scope.retries_left()) as usize;
                     let attempts = (history.len() + failed_here).max(retries) + 1;
-                    return Ok((output, u32::try_from(attempts).unwrap_or(u32::MAX)));
+                    return Ok(Answered {
+                        output,
+                        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                        replayed: once_run.as_deref().is_some_and(OnceRun::replayed),
+                    });
                 }
                 Err(AttemptError::Output(error)) => {
                     return Err(InvokeError::InvalidOutput {
@@ -320,11 +325,24 @@ impl Toolbox {
                     let retries = budget.saturating_sub(scope.retries_left());
                     let mut failure = ToolFailure::new(tool, earlier, history, outcome, retries);
                     failure.once = entry.once.as_ref().is_some_and(Once::is_keyed_by_args);
+                    failure.replayed =
+                        business && once_run.as_deref().is_some_and(OnceRun::replayed);
                     return Err(InvokeError::Failed(failure));
                 }
             }
         }
     }
+}
+
+/// A call that committed, as the MCP server answers it.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    /// The handler's output.
+    pub(crate) output: Value,
+    /// Attempts in all, the runners' included.
+    pub(crate) attempts: u32,
+    /// The output is an earlier call's, read from its `once` record: nothing ran now.
+    pub(crate) replayed: bool,
 }
 
 fn no_code(_: &(dyn Error + 'static)) -> Option<Code> {

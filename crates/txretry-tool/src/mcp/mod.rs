@@ -98,7 +98,8 @@ pub use self::caller::{
     AGENT_HEADER, PERSONA_HEADER, ROLES_HEADER, ResolveCaller, caller_from_headers, http_headers,
 };
 pub use self::notice::LOGGER;
-pub use self::outcome::{outcome_result, outcome_schema};
+pub(crate) use self::outcome::outcome_result;
+pub use self::outcome::outcome_schema;
 pub use self::relay::RetryRelay;
 pub use self::result::call_result;
 pub use self::server::ToolboxServer;

@@ -1,11 +1,13 @@
 //! A call's outcome as structured content: what happened (committed, business error,
-//! ambiguous, failed), how many attempts it took, the call id, and the result or the error.
+//! ambiguous, failed), how many attempts it took, the call id, the result or the error, and
+//! whether it was replayed from a `once` record.
 
 use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
 use super::result::refused;
+use crate::invoke::Answered;
 use crate::{FailureKind, InvokeError};
 
 /// What a call ended as, the `status` of its outcome.
@@ -44,6 +46,7 @@ pub fn outcome_schema(result: Option<&Value>) -> Value {
             "call_id": {"type": "string", "description": "the server's id of this call"},
             "attempts": {"type": "integer", "minimum": 0, "description": "attempts in all, retries included"},
             "failure": {"type": "string", "description": "why the call did not commit, when it did not"},
+            "replayed": {"type": "boolean", "description": "true when a `once` tool's key had been recorded by an earlier call: this is that call's outcome, read from its record, and nothing ran now (a business error stays that call's: to try again, use another key)"},
             "result": result.cloned().unwrap_or_else(|| json!({})),
             "error": {"type": "string", "description": "what went wrong, when the call did not commit"},
         },
@@ -53,33 +56,25 @@ pub fn outcome_schema(result: Option<&Value>) -> Value {
 
 /// A `tools/call` answer as an outcome: a result whose `structuredContent` is the outcome
 /// (see [`outcome_schema`]), repeated as JSON text for clients that read only text (as the
-/// MCP spec asks), `isError: true` unless it committed. An unknown or unoffered tool and invalid arguments are protocol
-/// errors, as with [`call_result`](super::call_result): nothing ran.
-///
-/// ```
-/// use serde_json::json;
-/// use txretry_tool::mcp::outcome_result;
-///
-/// let result = outcome_result("get_order", "call-1", Ok((json!({"id": 7}), 1)))?;
-/// assert_eq!(result.is_error, Some(false));
-/// let outcome = result.structured_content.unwrap();
-/// assert_eq!(outcome["status"], "committed");
-/// assert_eq!(outcome["result"]["id"], 7);
-/// # Ok::<(), rmcp::ErrorData>(())
-/// ```
-pub fn outcome_result(
+/// MCP spec asks), `isError: true` unless it committed. An unknown or unoffered tool and
+/// invalid arguments are protocol errors, as with [`call_result`](super::call_result):
+/// nothing ran.
+pub(crate) fn outcome_result(
     tool: &str,
     call_id: &str,
-    result: Result<(Value, u32), InvokeError>,
+    result: Result<Answered, InvokeError>,
 ) -> Result<CallToolResult, ErrorData> {
     match result {
-        Ok((output, attempts)) => {
-            let outcome = json!({
+        Ok(answered) => {
+            let mut outcome = json!({
                 "status": "committed",
                 "call_id": call_id,
-                "attempts": attempts,
-                "result": output,
+                "attempts": answered.attempts,
+                "result": answered.output,
             });
+            if answered.replayed {
+                outcome["replayed"] = Value::Bool(true);
+            }
             Ok(CallToolResult::structured(outcome))
         }
         Err(InvokeError::Refused { .. }) => Err(refused(tool)),
@@ -98,6 +93,9 @@ pub fn outcome_result(
             });
             if let Some(failure) = failure {
                 outcome["failure"] = Value::from(failure.kind().as_str());
+                if failure.replayed() {
+                    outcome["replayed"] = Value::Bool(true);
+                }
             }
             Ok(CallToolResult::structured_error(outcome))
         }

@@ -94,8 +94,9 @@ impl ToolboxServer {
         self
     }
 
-    /// Answers every call with its outcome as structured content ([`outcome_result`]:
-    /// status, call id, attempts, and the result or the error) and lists every tool with the
+    /// Answers every call with its outcome as structured content (status, call id,
+    /// attempts, the result or the error, and `replayed` when a `once` tool answered from
+    /// an earlier call's record) and lists every tool with the
     /// outcome's output schema ([`outcome_schema`], around the tool's own
     /// [`output_schema`](crate::ToolDescriptor::output_schema)). Without it, a call answers
     /// its output as it is ([`call_result`]).
@@ -284,7 +285,7 @@ impl ServerHandler for ToolboxServer {
         if self.outcomes {
             return outcome_result(&name, &call_id, result).map(CallToolResponse::from);
         }
-        call_result(&name, result.map(|(output, _)| output)).map(CallToolResponse::from)
+        call_result(&name, result.map(|answered| answered.output)).map(CallToolResponse::from)
     }
 
     async fn set_level(

@@ -57,11 +57,12 @@ pub(crate) fn age_modifier(older_than: Duration) -> String {
     format!("-{:.6} seconds", older_than.as_secs_f64().min(MAX_AGE_SECS))
 }
 
-/// What the transaction committed: the output (recorded now, or read back), or the
-/// business error.
+/// What the transaction committed: the work's output or business error, recorded now; or
+/// an earlier call's, read back from its record (the work did not run).
 pub(crate) enum Done<T> {
     Output(T),
     Business(BusinessError),
+    Replayed(Result<T, BusinessError>),
 }
 
 /// A claimed record's status.
@@ -103,11 +104,11 @@ pub(crate) fn replay<T, X>(
 ) -> Result<Option<Done<T>>, X> {
     match status {
         Status::Pending => Ok(None),
-        Status::Ok => output().map(|value| Some(Done::Output(value))),
-        Status::Error => Ok(Some(Done::Business(BusinessError::new(
+        Status::Ok => output().map(|value| Some(Done::Replayed(Ok(value)))),
+        Status::Error => Ok(Some(Done::Replayed(Err(BusinessError::new(
             kind.unwrap_or_default(),
             message.unwrap_or_default(),
-        )))),
+        ))))),
     }
 }
 
@@ -239,16 +240,13 @@ pub(crate) use with_table;
 
 /// The call's answer from what its transaction committed; tells the run how it ended.
 pub(crate) fn finish<T, E>(run: &OnceRun, done: Done<T>) -> Result<T, OnceError<E>> {
-    match done {
-        Done::Output(value) => {
-            run.ended(false);
-            Ok(value)
-        }
-        Done::Business(business) => {
-            run.ended(true);
-            Err(OnceError::Business(business))
-        }
-    }
+    let (ended, replayed) = match done {
+        Done::Output(value) => (Ok(value), false),
+        Done::Business(business) => (Err(business), false),
+        Done::Replayed(ended) => (ended, true),
+    };
+    run.ended(ended.is_err(), replayed);
+    ended.map_err(OnceError::Business)
 }
 
 /// The runner's closure for one async driver: each attempt takes the handler's closure out

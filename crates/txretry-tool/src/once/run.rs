@@ -25,6 +25,8 @@ pub(crate) struct OnceRun {
     /// NOTHING, OUTPUT or BUSINESS: the once transaction committed with this outcome
     /// (recorded now, or replayed).
     ended: AtomicU8,
+    /// The outcome was an earlier call's, read from its record: the work did not run.
+    replayed: AtomicBool,
     refused: Mutex<Option<OnceRefused>>,
     /// Attempts recorded in the scope before a claim that found no table, taken out of the
     /// scope with it: the invocation lists them with the run's others.
@@ -40,6 +42,7 @@ impl OnceRun {
             successes_at_start: scope.successes(),
             began: AtomicBool::new(false),
             ended: AtomicU8::new(NOTHING),
+            replayed: AtomicBool::new(false),
             refused: Mutex::new(None),
             kept_attempts: Mutex::new(Vec::new()),
         }
@@ -66,9 +69,10 @@ impl OnceRun {
     }
 
     /// Called when the once transaction committed with a recorded output (`business ==
-    /// false`) or business error.
+    /// false`) or business error, recorded now or (`replayed`) by an earlier call.
     #[cfg_attr(not(once_records), allow(dead_code))]
-    pub(crate) fn ended(&self, business: bool) {
+    pub(crate) fn ended(&self, business: bool, replayed: bool) {
+        self.replayed.store(replayed, Ordering::Release);
         self.ended
             .store(if business { BUSINESS } else { OUTPUT }, Ordering::Release);
     }
@@ -130,6 +134,12 @@ impl OnceRun {
     /// Whether the run's once transaction recorded (or replayed) a business error.
     pub(crate) fn business(&self) -> bool {
         self.ended.load(Ordering::Acquire) == BUSINESS
+    }
+
+    /// Whether the run's once transaction answered with an earlier call's recorded
+    /// outcome, without running the work.
+    pub(crate) fn replayed(&self) -> bool {
+        self.ended.load(Ordering::Acquire) != NOTHING && self.replayed.load(Ordering::Acquire)
     }
 }
 

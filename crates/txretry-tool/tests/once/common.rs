@@ -97,14 +97,14 @@ pub fn anyone() -> Caller {
 }
 
 /// A call's answer as text, for comparing answers: the output's JSON, or the failure's
-/// kind, text and attempts.
+/// kind, error and attempts (whether it was replayed left out: a repeat's is).
 pub fn answer(result: &Result<serde_json::Value, InvokeError>) -> String {
     match result {
         Ok(output) => format!("ok {output}"),
         Err(InvokeError::Failed(failure)) => format!(
             "failed {} {:?} after {} attempt(s), committed {}",
             failure.kind(),
-            failure.to_string(),
+            failure.last_error().to_string(),
             failure.attempts().len(),
             failure.committed()
         ),

@@ -25,8 +25,15 @@ pub async fn a_business_error_is_recorded_its_writes_rolled_back_and_replayed<D:
     assert_eq!(failure.attempts().len(), 1);
     assert_eq!(failure.attempts()[0].verdict(), Verdict::Permanent);
 
+    assert!(!failure.replayed());
     let again = call(&toolbox, "place", -5, "call-b").await;
     assert_eq!(answer(&again), answer(&first), "the same business error");
+    // Said to be the earlier call's: what changed since does not change it.
+    assert!(failed(&again).replayed());
+    assert_eq!(
+        failed(&again).to_string(),
+        "place: there is no item -5 (the recorded outcome of an earlier call with the same key: it was not run again; to try again, use another key)"
+    );
     assert_eq!(work.runs.get(), 1, "the work did not run again");
     assert_eq!(s.effects().await, 0, "the work's insert was rolled back");
     let (status, output, kind, message) = s.record("call-b").await;
@@ -50,6 +57,7 @@ pub async fn a_business_error_with_a_nul_is_recorded_and_replayed<D: OnceDriver>
     );
     let again = call(&toolbox, "refuse", 1, "call-n").await;
     assert_eq!(answer(&again), answer(&first), "the same business error");
+    assert!(!failed(&first).replayed() && failed(&again).replayed());
     assert_eq!(work.runs.get(), 1, "the work did not run again");
     let (status, _, kind, message) = s.record("call-n").await;
     assert_eq!(status, "error");
@@ -67,8 +75,10 @@ pub async fn a_permanent_database_error_is_recorded_with_its_code<D: OnceDriver>
     let first = call(&toolbox, "register", 1, "call-u").await;
     let failure = first.as_ref().unwrap_err().failure().unwrap();
     assert_eq!(failure.kind(), FailureKind::Business);
+    assert!(!failure.replayed());
     let again = call(&toolbox, "register", 1, "call-u").await;
     assert_eq!(answer(&again), answer(&first));
+    assert!(failed(&again).replayed());
     assert_eq!(work.runs.get(), 1);
     assert_eq!(s.effects().await, 0, "rolled back to the savepoint");
     assert_eq!(count(&s.fx, &keyed).await, 0);
