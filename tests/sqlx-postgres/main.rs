@@ -20,6 +20,7 @@ mod common;
 mod connection;
 mod contention;
 mod dialect;
+mod dropped;
 mod options;
 mod primary;
 mod raise_exception;

@@ -152,8 +152,10 @@ pub(crate) mod sealed {
 /// - The connection is closed instead of returned to the pool when the driver's error says
 ///   it is broken (a connection-class code, an I/O error; judged from the error itself,
 ///   whatever your classifier says), when ROLLBACK fails, or when the runner's future is
-///   dropped inside an attempt (Postgres, MySQL: a statement may be in flight; closed
-///   gracefully in the background, within 5 s) or while session settings from
+///   dropped inside an attempt (Postgres, MySQL: a statement may be in flight; dropped at
+///   once, its pool slot free, while the server runs that statement to its end unless
+///   told to notice the client gone: see the troubleshooting guide) or while session
+///   settings from
 ///   [`TxOptions`] are in force or while the session may hold locks of database-backed
 ///   admission (see [`transaction_with`]).
 ///
@@ -304,11 +306,12 @@ where
         // opens a transaction no `Transaction` knows of (sqlx rolls back nothing at depth
         // 0), and the next user of a pooled connection would write into it, never to commit.
         let mut lease = Lease {
-            conn,
+            conn: Some(conn),
             discard_on_drop: true,
             session_locks: false,
+            finished: false,
         };
-        let cleanup = match DB::session_cleanup(&mut lease.conn, &options).await {
+        let cleanup = match DB::session_cleanup(lease.conn(), &options).await {
             Ok(cleanup) => cleanup,
             Err(error) => return Err(body(E::from(error))),
         };
@@ -322,7 +325,7 @@ where
             // From the first request on, the session may hold locks: the lease releases
             // them when the attempt ends, or closes the connection.
             lease.session_locks = true;
-            if let Err(error) = DB::take_locks(&mut lease.conn, locks).await {
+            if let Err(error) = DB::take_locks(lease.conn(), locks).await {
                 let failure = body(E::from(error));
                 let discard = failure.discards_connection();
                 lease.finish(cleanup, discard).await;
@@ -333,7 +336,7 @@ where
         // restores the session or marks the connection for closing.
         let begin = DB::begin_statement(&options, locks_in_begin.as_ref());
         let (result, mut discard, begin_failed, commit_failed) = {
-            let first = lease.conn.begin_with(begin).await;
+            let first = Lease::live(&mut lease.conn).begin_with(begin).await;
             let wait = match (&first, locks_in_begin) {
                 (Err(error), Some(locks)) => DB::begin_after_busy(&options, &locks, error),
                 _ => None,
@@ -344,7 +347,7 @@ where
                 Some(wait) => {
                     drop(first);
                     note_busy(&policy, &options);
-                    lease.conn.begin_with(wait).await
+                    Lease::live(&mut lease.conn).begin_with(wait).await
                 }
                 None => first,
             };
@@ -363,7 +366,7 @@ where
                     // may be in flight, and sqlx's way back to the pool (a ping that reads
                     // the dropped statement's error, then a hard close) waits over TLS until
                     // the server speaks, which an idle server never does, and keeps the
-                    // pool's slot meanwhile. A close ends within 5 s.
+                    // pool's slot meanwhile. The lease drops it at once (see its `Drop`).
                     lease.discard_on_drop = !DB::CANCEL_SAFE || matches!(cleanup, Cleanup::Sql(_));
                     // A failed setup statement, or a failed abort check, is handled like a
                     // failed closure: COMMIT has not been sent.
@@ -411,12 +414,13 @@ where
             // `RAISE(ROLLBACK)`, `INSERT OR ROLLBACK`) that ROLLBACK fails too, and sqlx
             // still counts the transaction open: every later BEGIN on the connection would
             // fail. Send it now, and close a connection still in a transaction.
-            discard = lease.conn.ping().await.is_err() || lease.conn.is_in_transaction();
+            let conn = lease.conn();
+            discard = conn.ping().await.is_err() || conn.is_in_transaction();
         }
         if begin_failed && locks_in_begin.is_some() && !discard {
             // The failed message may have left a failed transaction and session-level
             // locks behind (Postgres: a lock not granted in time).
-            discard = DB::run_statement(&mut lease.conn, DB::LOCK_CLEANUP)
+            discard = DB::run_statement(lease.conn(), DB::LOCK_CLEANUP)
                 .await
                 .is_err();
         }
@@ -427,12 +431,30 @@ where
 
 /// A pooled connection the runner holds for one attempt.
 struct Lease<DB: Database> {
-    conn: PoolConnection<DB>,
+    /// The connection, until the lease is dropped.
+    conn: Option<PoolConnection<DB>>,
     /// Close the connection (instead of returning it to the pool) when dropped.
     discard_on_drop: bool,
     /// The session may hold session-level locks of database-backed admission (MySQL):
     /// until [`Lease::finish`] has released them, dropping closes the connection.
     session_locks: bool,
+    /// [`Lease::finish`] ran to its end: the attempt is over and nothing is in flight.
+    finished: bool,
+}
+
+impl<DB: Database> Lease<DB> {
+    /// The connection of a lease's `conn` field (borrowing that field alone).
+    fn live(conn: &mut Option<PoolConnection<DB>>) -> &mut PoolConnection<DB> {
+        match conn {
+            Some(conn) => conn,
+            None => unreachable!("a lease holds its connection until it is dropped"),
+        }
+    }
+
+    /// The connection.
+    fn conn(&mut self) -> &mut PoolConnection<DB> {
+        Lease::live(&mut self.conn)
+    }
 }
 
 impl<DB: Backend> Lease<DB> {
@@ -443,10 +465,10 @@ impl<DB: Backend> Lease<DB> {
         let mut clean = !discard
             && match cleanup {
                 Cleanup::Nothing | Cleanup::DiscardIfBeginFailed => true,
-                Cleanup::Sql(sql) => DB::run_statement(&mut self.conn, sql).await.is_ok(),
+                Cleanup::Sql(sql) => DB::run_statement(self.conn(), sql).await.is_ok(),
             };
         if clean && self.session_locks {
-            clean = DB::run_statement(&mut self.conn, DB::LOCK_CLEANUP)
+            clean = DB::run_statement(self.conn(), DB::LOCK_CLEANUP)
                 .await
                 .is_ok();
         }
@@ -454,15 +476,31 @@ impl<DB: Backend> Lease<DB> {
             self.session_locks = false;
         }
         self.discard_on_drop = !clean;
+        self.finished = true;
     }
 }
 
 impl<DB: Database> Drop for Lease<DB> {
     fn drop(&mut self) {
-        if self.discard_on_drop || self.session_locks {
-            // Closes the connection (gracefully, with a timeout, in the background) and
-            // lets the pool open a replacement.
-            self.conn.close_on_drop();
+        if !(self.discard_on_drop || self.session_locks) {
+            return;
+        }
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        if self.finished {
+            // The attempt is over and the server waits for the next command: a graceful
+            // close (in the background, bounded by sqlx) ends at once, and the pool opens
+            // a replacement.
+            conn.close_on_drop();
+        } else {
+            // Dropped mid-attempt (the caller dropped our future): a statement may be in
+            // flight, and the server reads no goodbye before it ends; over TLS sqlx's
+            // graceful close waits for the server to speak (its flush reads), holding the
+            // pool's slot for its 5 s bound. The connection leaves the pool now and its
+            // socket closes at once: the slot is free, and the server sees the client gone
+            // (Postgres ends the statement at its next `client_connection_check_interval`).
+            drop(conn.detach());
         }
     }
 }
