@@ -295,7 +295,83 @@ tools:
     client.cancel().await.unwrap();
 }
 
-crate::on_each_database!(values_land_as_given_whatever_the_column_type);
+/// `max_rows` bounds what one statement may return: 1000 unless `defaults` or the tool says
+/// otherwise. One row more is a business error naming the statement and the limit, and
+/// the rows past it are never read.
+async fn statements_return_at_most_max_rows(db: Db) {
+    let tools = |defaults: &str| {
+        format!(
+            r#"
+sources:
+  shop: {{ url: "${{VALUES_DB_URL}}" }}
+{defaults}
+tools:
+  numbers:
+    source: shop
+    description: The numbers from 1 to n.
+    read_only: true
+    parameters:
+      n: {{ type: integer, min: 1, max: 5000 }}
+    statements:
+      - sql: WITH RECURSIVE seq (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < :n) SELECT i FROM seq
+  few:
+    source: shop
+    description: The numbers from 1 to n, a few.
+    read_only: true
+    max_rows: 3
+    parameters:
+      n: {{ type: integer, min: 1, max: 5000 }}
+    statements:
+      - sql: WITH RECURSIVE seq (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < :n) SELECT i FROM seq
+"#
+        )
+    };
+    let env = [("VALUES_DB_URL", db.url.as_str())];
+    let plain = db.write("rows.yaml", &tools(""));
+    let client = stdio(&plain, &[], &env).await;
+    let thousand = outcome(&client, "numbers", json!({"n": 1000})).await;
+    assert_eq!(committed(&thousand).as_array().map(Vec::len), Some(1000));
+    let over = outcome(&client, "numbers", json!({"n": 1001})).await;
+    assert_eq!(over["status"], "business_error", "{over}");
+    let said = over["error"].as_str().unwrap();
+    assert!(
+        said.contains("statement 1 returned more than 1000 rows (the tool's max_rows)"),
+        "{over}"
+    );
+    let three = outcome(&client, "few", json!({"n": 3})).await;
+    assert_eq!(committed(&three), &json!([{"i": 1}, {"i": 2}, {"i": 3}]));
+    let four = outcome(&client, "few", json!({"n": 4})).await;
+    assert_eq!(four["status"], "business_error", "{four}");
+    assert!(
+        four["error"].as_str().unwrap().contains("more than 3 rows"),
+        "{four}"
+    );
+    client.cancel().await.unwrap();
+
+    // `defaults.max_rows` for the tools that set none; a tool's own still wins.
+    let bounded = db.write(
+        "bounded.yaml",
+        &tools(
+            "defaults:
+  max_rows: 2
+",
+        ),
+    );
+    let client = stdio(&bounded, &[], &env).await;
+    let over = outcome(&client, "numbers", json!({"n": 3})).await;
+    assert!(
+        over["error"].as_str().unwrap().contains("more than 2 rows"),
+        "{over}"
+    );
+    let three = outcome(&client, "few", json!({"n": 3})).await;
+    assert_eq!(committed(&three).as_array().map(Vec::len), Some(3));
+    client.cancel().await.unwrap();
+}
+
+crate::on_each_database!(
+    values_land_as_given_whatever_the_column_type,
+    statements_return_at_most_max_rows,
+);
 
 /// A `once` key holds a number as a number: `5` from one host and `5.0` from another
 /// resending the same call are one call, answered from its record (they were two keys,

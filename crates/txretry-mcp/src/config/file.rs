@@ -94,7 +94,7 @@ pub struct SourceDecl {
     /// the environment variable `VAR`.
     pub url: Spanned<String>,
     /// The pool's size (1 or more).
-    #[serde(default, deserialize_with = "pool_size")]
+    #[serde(default, deserialize_with = "positive")]
     pub max_connections: Option<u32>,
 }
 
@@ -107,6 +107,9 @@ pub struct Defaults {
     /// The limit on each attempt of every tool that sets none.
     #[serde(default, with = "duration")]
     pub timeout: Option<Spanned<Duration>>,
+    /// The most rows a statement of every tool that sets none may return.
+    #[serde(default, deserialize_with = "positive")]
+    pub max_rows: Option<u32>,
 }
 
 /// A toolset.
@@ -148,6 +151,9 @@ pub struct ToolDecl {
     /// A limit on each attempt.
     #[serde(default, with = "duration")]
     pub timeout: Option<Spanned<Duration>>,
+    /// The most rows one of its statements may return.
+    #[serde(default, deserialize_with = "positive")]
+    pub max_rows: Option<u32>,
     /// Its own retry policy.
     pub retry: Option<Spanned<PolicyConfig>>,
     /// Only callers with one of these roles are offered it.
@@ -240,11 +246,11 @@ pub struct TokenDecl {
     pub toolset: Option<Spanned<String>>,
 }
 
-/// `max_connections`: a whole number from 1, refused otherwise with the range it must be in
-/// (the parser alone would say `invalid u32`).
-fn pool_size<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
-    struct PoolSize;
-    impl Visitor<'_> for PoolSize {
+/// `max_connections`, `max_rows`: a whole number from 1, refused otherwise with the range it
+/// must be in.
+fn positive<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    struct Positive;
+    impl Visitor<'_> for Positive {
         type Value = u32;
 
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -263,7 +269,7 @@ fn pool_size<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, 
             self.visit_u64(n)
         }
     }
-    deserializer.deserialize_any(PoolSize).map(Some)
+    deserializer.deserialize_any(Positive).map(Some)
 }
 
 /// Durations as humans write them (`5s`, `250ms`, `1m 30s`; humantime's grammar, a bare

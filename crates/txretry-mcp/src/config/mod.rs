@@ -90,6 +90,11 @@ impl Located {
     }
 }
 
+/// The most rows one statement of a tool may return, unless the tool or `defaults` says
+/// otherwise (`max_rows`): an answer that size is about 100 KB of JSON, well under what the
+/// transports carry, and a statement that returns more is almost always missing a bound.
+pub const DEFAULT_MAX_ROWS: u32 = 1000;
+
 /// A tool, checked.
 #[derive(Clone, Debug)]
 pub struct ToolPlan {
@@ -117,6 +122,9 @@ pub struct ToolPlan {
     pub idempotent: bool,
     /// A limit on each attempt.
     pub timeout: Option<Duration>,
+    /// The most rows one of its statements may return: its own, the defaults', else
+    /// [`DEFAULT_MAX_ROWS`].
+    pub max_rows: u32,
     /// Its effective policy when it or its toolset sets one (else the defaults apply).
     pub retry: Option<RetryPolicy>,
     /// The roles it is offered to.

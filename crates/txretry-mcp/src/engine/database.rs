@@ -15,19 +15,22 @@ use crate::config::SqlValue;
 pub struct Done {
     /// Whether the statement returns rows (a SELECT, a RETURNING), even none.
     pub returns_rows: bool,
-    /// The rows it returned, as objects keyed by column name, in column order.
+    /// The rows it returned, as objects keyed by column name, in column order: at most
+    /// one more than the limit it ran under (the rest were not read).
     pub rows: Vec<Map<String, Value>>,
-    /// The rows it returned, or else the rows it affected.
+    /// The rows it returned (as read), or else the rows it affected.
     pub count: u64,
 }
 
 /// A database the server runs tools on.
 pub trait Database: txretry_sqlx::Backend + txretry_tool::OnceBackend {
-    /// Runs `sql` with `binds` in the transaction.
+    /// Runs `sql` with `binds` in the transaction, reading at most `limit + 1` of the rows
+    /// it returns.
     fn run(
         tx: &mut Transaction<'_, Self>,
         sql: Arc<str>,
         binds: Vec<SqlValue>,
+        limit: u32,
     ) -> impl Future<Output = Result<Done, sqlx::Error>> + Send;
 
     /// What stops the transaction's statement in the server if the call is dropped while
@@ -77,9 +80,11 @@ macro_rules! bind_all {
 pub(crate) use bind_all;
 
 /// Runs a statement: prepared first (cached per connection, with the parameter types
-/// `$types`, which may be none) to learn whether it returns rows, then fetched or executed.
+/// `$types`, which may be none) to learn whether it returns rows, then fetched (at most
+/// `$limit + 1` rows read) or executed.
 macro_rules! run_statement {
-    ($db:ty, $tx:expr, $sql:expr, $types:expr, $binds:expr, $read_row:path) => {{
+    ($db:ty, $tx:expr, $sql:expr, $types:expr, $binds:expr, $limit:expr, $read_row:path) => {{
+        use futures_util::TryStreamExt as _;
         use sqlx::{Executor, SqlSafeStr, Statement as _};
         let conn = &mut **$tx;
         // The SQL is the config file's (placeholders renumbered); a call's values are bound.
@@ -88,8 +93,16 @@ macro_rules! run_statement {
         let returns_rows = !prepared.columns().is_empty();
         let query = $crate::engine::database::bind_all!(sqlx::query::<$db>(sql), $binds);
         if returns_rows {
-            let rows = query.fetch_all(&mut *conn).await?;
-            let rows = rows.iter().map($read_row).collect::<Result<Vec<_>, _>>()?;
+            // One past the limit says it was passed; the rest is never read into memory.
+            let mut rows = Vec::new();
+            let mut fetched = query.fetch(&mut *conn);
+            while let Some(row) = fetched.try_next().await? {
+                rows.push($read_row(&row)?);
+                if rows.len() > $limit as usize {
+                    break;
+                }
+            }
+            drop(fetched);
             Ok(Done {
                 returns_rows,
                 count: rows.len() as u64,
@@ -117,10 +130,11 @@ macro_rules! database {
                 tx: &mut sqlx::Transaction<'_, $db>,
                 sql: std::sync::Arc<str>,
                 binds: Vec<$crate::config::SqlValue>,
+                limit: u32,
             ) -> Result<$crate::engine::database::Done, sqlx::Error> {
                 use $crate::config::{ParamKind, SqlValue};
                 use $crate::engine::database::Done;
-                $crate::engine::database::run_statement!($db, tx, sql, &[], binds, $read_row)
+                $crate::engine::database::run_statement!($db, tx, sql, &[], binds, limit, $read_row)
             }
 
             $(

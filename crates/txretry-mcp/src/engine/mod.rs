@@ -28,6 +28,10 @@ pub type Args = IndexMap<String, SqlValue>;
 /// The kind of the business error a failed expectation ends a call with.
 pub const EXPECTATION_FAILED: &str = "expectation_failed";
 
+/// The business error's kind when a statement returns more rows than the tool's
+/// `max_rows`.
+pub const TOO_MANY_ROWS: &str = "too_many_rows";
+
 /// Runs one call of `tool` on `pool`: the transaction (retried under the call's budget, or
 /// exactly once when the tool is `once`), and its answer.
 pub async fn call<DB: Database>(
@@ -73,7 +77,7 @@ async fn run_statements<DB: Database>(
     let mut captures = Captures::new();
     let mut counts = Vec::with_capacity(tool.statements.len());
     let mut last_rows: Option<Vec<Map<String, Value>>> = None;
-    for statement in &tool.statements {
+    for (index, statement) in tool.statements.iter().enumerate() {
         let prepared = &statement.prepared;
         let binds = prepared
             .binds
@@ -84,7 +88,15 @@ async fn run_statements<DB: Database>(
             returns_rows,
             rows,
             count,
-        } = DB::run(tx, Arc::clone(&prepared.sql), binds).await?;
+        } = DB::run(tx, Arc::clone(&prepared.sql), binds, tool.max_rows).await?;
+        if rows.len() > tool.max_rows as usize {
+            let message = format!(
+                "statement {} returned more than {} rows (the tool's max_rows): narrow the call, or bound the statement (LIMIT)",
+                index + 1,
+                tool.max_rows
+            );
+            return Err(BusinessError::new(TOO_MANY_ROWS, message).into());
+        }
         if let Some(expect) = &statement.expect
             && !(expect.min..=expect.max).contains(&count)
         {

@@ -18,9 +18,10 @@ impl Database for Postgres {
         tx: &mut Transaction<'_, Postgres>,
         sql: Arc<str>,
         binds: Vec<SqlValue>,
+        limit: u32,
     ) -> Result<Done, sqlx::Error> {
         let (sql, types) = typed(&sql, binds.iter().map(SqlValue::kind));
-        super::database::run_statement!(Postgres, tx, sql, &types, binds, read_row)
+        super::database::run_statement!(Postgres, tx, sql, &types, binds, limit, read_row)
     }
 
     async fn stopper(

@@ -218,6 +218,14 @@ pub const STATIC_CASES: &[Case] = &[
         marker: "DELETE FROM orders",
         message: "ends the statement and another follows",
     },
+    Case {
+        name: "max_rows of zero",
+        from: "    read_only: true\n",
+        to: "    read_only: true\n    max_rows: 0\n",
+        field: "tools.get_order.max_rows",
+        marker: "    max_rows: 0",
+        message: "expected a whole number from 1",
+    },
 ];
 
 /// Problems only the database finds.

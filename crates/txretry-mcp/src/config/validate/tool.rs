@@ -301,6 +301,7 @@ pub(super) fn check_tool(
         once,
         idempotent: tool.idempotent,
         timeout: tool.timeout.as_ref().map(|t| t.value),
+        max_rows: tool.max_rows.unwrap_or(0),
         retry,
         roles: tool.roles.clone(),
     })
