@@ -162,10 +162,9 @@ impl fmt::Display for ToolFailure {
             .verdict()
             .kind()
             .map_or("temporary failure", TransientKind::as_str);
-        // What the driver said of a connection failure (`pool timed out`: the pool was
-        // full), which its kind alone does not.
+        // What the driver said of a connection failure, which its kind alone does not.
         let kind = match self.outcome.history().last().and_then(|a| a.code) {
-            Some(Code::Driver(what)) => format!("{kind}: {what}"),
+            Some(Code::Driver(what)) => format!("{kind}: {}", driver_note(what)),
             _ => kind.to_owned(),
         };
         match self.kind {
@@ -222,5 +221,30 @@ impl Error for ToolFailure {
         self.attempts
             .last()
             .map(|a| &*a.error as &(dyn Error + 'static))
+    }
+}
+
+/// A driver's code as the model reads it: what the two a model meets most often mean (the
+/// code names say what happened in the driver's terms, not what to make of it); others as
+/// they are.
+fn driver_note(code: &'static str) -> &'static str {
+    match code {
+        "pool timed out" => {
+            "no connection from the pool in time: the database is down or unreachable, or every connection is busy"
+        }
+        "io" => "the connection to the database broke",
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::driver_note;
+
+    #[test]
+    fn the_driver_codes_a_model_meets_most_are_said_in_words() {
+        assert!(driver_note("pool timed out").contains("database is down"));
+        assert_eq!(driver_note("io"), "the connection to the database broke");
+        assert_eq!(driver_note("worker crashed"), "worker crashed");
     }
 }

@@ -277,7 +277,7 @@ async fn a_full_pool_is_named_in_the_failure() {
     assert_eq!(f.kind(), FailureKind::NotRetried);
     assert_eq!(
         f.to_string(),
-        "list_orders: temporary database failure (connection: pool timed out); nothing was committed, try again later"
+        "list_orders: temporary database failure (connection: no connection from the pool in time: the database is down or unreachable, or every connection is busy); nothing was committed, try again later"
     );
     drop(held);
 }
