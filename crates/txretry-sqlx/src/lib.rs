@@ -171,6 +171,7 @@ mod codes;
 pub mod database_url;
 #[doc(hidden)]
 pub mod describe;
+mod lease;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod own_error;
 #[cfg(feature = "postgres")]
