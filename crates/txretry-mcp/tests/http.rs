@@ -7,9 +7,7 @@ mod common;
 
 use serde_json::json;
 
-use common::{
-    Db, HttpServer, INVALID_PARAMS, invalid_arguments, money, outcome, protocol_error, tool_names,
-};
+use common::{Db, HttpServer, INVALID_PARAMS, money, outcome, protocol_error, tool_names};
 
 const TELLER_TOKEN: &str = "teller-token-0123456789abcdef";
 const VIEWER_TOKEN: &str = "viewer-token-0123456789abcdef";
@@ -102,7 +100,8 @@ async fn tokens_make_callers_and_strangers_get_nothing(db: Db) {
     assert_eq!(order["result"]["cents"], 2500, "{order}");
     let cancelled = outcome(&support, "cancel_order", json!({"order_id": 8})).await;
     assert_eq!(cancelled["status"], "committed", "{cancelled}");
-    invalid_arguments(&teller, "transfer", json!({"from": 1})).await;
+    let invalid = protocol_error(&teller, "transfer", json!({"from": 1})).await;
+    assert_eq!(invalid.code, INVALID_PARAMS);
     assert_eq!(
         money(&db).await,
         (vec![9_900, 10_500, 10_000], vec!["h-1".to_owned()])

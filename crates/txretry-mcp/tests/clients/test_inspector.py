@@ -110,14 +110,12 @@ def test_inspector_stdio(inspector_bin, binary, config_path, sqlite_db):
         assert answer["structuredContent"]["result"] == "moved 5 cents from account 1 to account 2", answer
         assert answer["structuredContent"].get("replayed") == (True if second else None), answer
 
-    # Out of range: refused before the database, told as a result the model reads.
+    # Out of range: refused before the database.
     code, answer, output = inspect(
         inspector_bin, stdio_target(binary, config_path, "--role", "teller"),
         ["--method", "tools/call", "--tool-name", "transfer", "--tool-arg", "from=1", "to=2", "cents=0", "request_id=insp-2"], env,
     )
-    assert code == 0 and answer, output
-    assert answer["isError"] is True and answer["structuredContent"]["status"] == "invalid_arguments", answer
-    assert "cents" in answer["structuredContent"]["error"], answer
+    assert code != 0 and "-32602" in output, output
 
     assert db.balances() == {1: 9995, 2: 10005, 3: 10000}
     assert db.ledger() == [("insp-1", 1, 2, 5)]

@@ -513,18 +513,6 @@ pub fn outcome_of(result: &CallToolResult) -> Value {
 }
 
 /// The protocol error a call got (it must be one).
-/// What a call with arguments that do not fit the tool's schema is told: an outcome whose
-/// status is `invalid_arguments` (a result, so the model reads it), its error text.
-pub async fn invalid_arguments(client: &Client, tool: &str, arguments: Value) -> String {
-    let outcome = outcome(client, tool, arguments.clone()).await;
-    assert_eq!(
-        outcome["status"], "invalid_arguments",
-        "{arguments}: {outcome}"
-    );
-    assert_eq!(outcome["attempts"], 0, "{outcome}");
-    outcome["error"].as_str().unwrap().to_owned()
-}
-
 pub async fn protocol_error(client: &Client, tool: &str, arguments: Value) -> ErrorData {
     match call(client, tool, arguments).await {
         Err(ServiceError::McpError(error)) => error,

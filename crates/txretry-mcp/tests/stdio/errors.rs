@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::{TELLER, orders};
-use crate::common::{Db, Kind, invalid_arguments, money, outcome};
+use crate::common::{Db, INVALID_PARAMS, Kind, money, outcome, protocol_error};
 
 pub(crate) async fn a_business_error_is_told_once_and_writes_nothing(db: Db) {
     let client = orders(&db, TELLER).await;
@@ -109,15 +109,20 @@ pub(crate) async fn invalid_arguments_never_reach_the_database(db: Db) {
         ),
     ];
     for (arguments, field) in cases {
-        let said = invalid_arguments(&client, "transfer", arguments.clone()).await;
-        assert!(said.contains(field), "{arguments}: {said}");
+        let error = protocol_error(&client, "transfer", arguments.clone()).await;
+        assert_eq!(error.code, INVALID_PARAMS, "{arguments}: {error:?}");
+        assert!(error.message.contains(field), "{arguments}: {error:?}");
     }
-    invalid_arguments(&client, "get_order", json!({"order_id": 0})).await;
+    let error = protocol_error(&client, "get_order", json!({"order_id": 0})).await;
+    assert_eq!(error.code, INVALID_PARAMS, "{error:?}");
     // A whole number past 64 bits is out of range, not "not an integer".
-    let said = invalid_arguments(&client, "get_order", json!({"order_id": u64::MAX})).await;
+    let error = protocol_error(&client, "get_order", json!({"order_id": u64::MAX})).await;
+    assert_eq!(error.code, INVALID_PARAMS, "{error:?}");
     assert!(
-        said.contains("order_id: must be from -9223372036854775808 to 9223372036854775807"),
-        "{said}"
+        error
+            .message
+            .contains("order_id: must be from -9223372036854775808 to 9223372036854775807"),
+        "{error:?}"
     );
     assert_eq!(money(&db).await, before, "the database is unchanged");
     // Not even a once record was claimed: the calls never reached the database.

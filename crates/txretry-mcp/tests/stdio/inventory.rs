@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::common::{self, Db, call, invalid_arguments, outcome, stdio, tool_names};
+use crate::common::{self, Db, INVALID_PARAMS, call, outcome, protocol_error, stdio, tool_names};
 
 /// inventory.yaml: reserve until the stock runs out (the refusal names the SKU), with the
 /// capture of what is left; release through a capture of the reservation.
@@ -103,12 +103,13 @@ pub(crate) async fn inventory_reserves_until_stock_runs_out(db: Db) {
         ["o-1", "o-3"]
     );
     // Bigger than max: refused before the database.
-    invalid_arguments(
+    let error = protocol_error(
         &client,
         "reserve_stock",
         json!({"order_ref": "o-5", "sku": "bolt", "qty": 101}),
     )
     .await;
+    assert_eq!(error.code, INVALID_PARAMS);
     assert_eq!(
         db.ints("SELECT available FROM stock WHERE sku = 'bolt'")
             .await,

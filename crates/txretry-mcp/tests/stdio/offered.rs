@@ -5,8 +5,7 @@ use serde_json::{Value, json};
 
 use super::{TELLER, orders_again};
 use crate::common::{
-    self, Db, INVALID_PARAMS, invalid_arguments, money, outcome, protocol_error, stdio, tool_names,
-    tools,
+    self, Db, INVALID_PARAMS, money, outcome, protocol_error, stdio, tool_names, tools,
 };
 
 pub(crate) async fn tools_offered_per_role_and_toolset(db: Db) {
@@ -166,12 +165,13 @@ pub(crate) async fn schemas_and_annotations(db: Db) {
     let set = outcome(&client, "set_status", json!({"order_id": 9})).await;
     assert_eq!(set["status"], "committed", "{set}");
     assert_eq!(set["result"], json!([1]));
-    invalid_arguments(
+    let wrong = protocol_error(
         &client,
         "set_status",
         json!({"order_id": 9, "status": "lost"}),
     )
     .await;
+    assert_eq!(wrong.code, INVALID_PARAMS, "{wrong:?}");
     let order = outcome(&client, "get_order", json!({"order_id": 9})).await;
     assert_eq!(order["result"]["status"], "open", "{order}");
     client.cancel().await.unwrap();

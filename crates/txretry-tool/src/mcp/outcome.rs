@@ -20,7 +20,6 @@ fn status(error: &InvokeError) -> &'static str {
         },
         // The handler ran to the end: its work may have committed.
         InvokeError::InvalidOutput { .. } => "ambiguous",
-        InvokeError::InvalidArguments { .. } => "invalid_arguments",
         _ => "failed",
     }
 }
@@ -41,8 +40,8 @@ pub fn outcome_schema(result: Option<&Value>) -> Value {
         "properties": {
             "status": {
                 "type": "string",
-                "enum": ["committed", "business_error", "ambiguous", "failed", "invalid_arguments"],
-                "description": "committed: the transaction committed and `result` is its answer; business_error: a real outcome, the same call would fail the same way (nothing was written); ambiguous: the commit may or may not have happened; failed: nothing was written (retries ran out, or a temporary failure that was not retried: try again later); invalid_arguments: the arguments do not fit the tool's input schema, `error` says where (nothing ran: correct them and call again)",
+                "enum": ["committed", "business_error", "ambiguous", "failed"],
+                "description": "committed: the transaction committed and `result` is its answer; business_error: a real outcome, the same call would fail the same way (nothing was written); ambiguous: the commit may or may not have happened; failed: nothing was written (retries ran out, or a temporary failure that was not retried: try again later)",
             },
             "call_id": {"type": "string", "description": "the server's id of this call"},
             "attempts": {"type": "integer", "minimum": 0, "description": "attempts in all, retries included"},
@@ -57,9 +56,9 @@ pub fn outcome_schema(result: Option<&Value>) -> Value {
 
 /// A `tools/call` answer as an outcome: a result whose `structuredContent` is the outcome
 /// (see [`outcome_schema`]), repeated as JSON text for clients that read only text (as the
-/// MCP spec asks), `isError: true` unless it committed. Invalid arguments are an outcome
-/// too (`invalid_arguments`, nothing ran), for the model to correct; an unknown or
-/// unoffered tool is a protocol error, as with [`call_result`](super::call_result).
+/// MCP spec asks), `isError: true` unless it committed. An unknown or unoffered tool and
+/// invalid arguments are protocol errors, as with [`call_result`](super::call_result):
+/// nothing ran.
 pub(crate) fn outcome_result(
     tool: &str,
     call_id: &str,
@@ -79,6 +78,9 @@ pub(crate) fn outcome_result(
             Ok(CallToolResult::structured(outcome))
         }
         Err(InvokeError::Refused { .. }) => Err(refused(tool)),
+        Err(error @ InvokeError::InvalidArguments { .. }) => {
+            Err(ErrorData::invalid_params(error.to_string(), None))
+        }
         Err(error) => {
             let failure = error.failure();
             // Every attempt across layers (the runners' included), as the message counts.

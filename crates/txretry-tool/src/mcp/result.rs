@@ -14,9 +14,8 @@ use crate::Toolbox;
 ///   as text, for clients that read only text); anything else as its JSON text;
 /// - [`InvokeError::Refused`] (unknown tool, or not offered): a protocol error, invalid params
 ///   (`-32602`), `tool "x" is not available`, the same for both;
-/// - [`InvokeError::InvalidArguments`]: a result with `isError: true` saying what is wrong
-///   and where: the model reads it and can correct its call (MCP's SEP-1303; a protocol
-///   error would reach the host, not the model). Nothing ran;
+/// - [`InvokeError::InvalidArguments`]: a protocol error, invalid params, saying what is wrong
+///   and where;
 /// - anything else (the handler ran: a business error, retries that ran out, an ambiguous
 ///   commit, a timeout, an output that could not be encoded): a result with `isError: true`
 ///   and the error's short text (kind and attempts; never the driver errors of transient
@@ -32,6 +31,9 @@ pub fn call_result(
             output.to_string(),
         )])),
         Err(InvokeError::Refused { .. }) => Err(refused(tool)),
+        Err(error @ InvokeError::InvalidArguments { .. }) => {
+            Err(ErrorData::invalid_params(error.to_string(), None))
+        }
         Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(
             error.to_string(),
         )])),

@@ -75,12 +75,10 @@ async fn callers_from_headers_are_offered_different_tools_and_refused_alike() {
     assert_refused_alike(&unknown, "cancel_orders", &not_offered, "cancel_order");
     assert_refused_alike(&unresolved, "get_order", &not_offered, "cancel_order");
 
-    let invalid = call(&support, "cancel_order", json!({"order_id": "one"}))
-        .await
-        .unwrap();
-    assert_eq!(invalid.is_error, Some(true), "{invalid:?}");
+    let invalid = protocol_error(&support, "cancel_order", json!({"order_id": "one"})).await;
+    assert_eq!(invalid.code, INVALID_PARAMS);
     assert!(
-        text(&invalid).contains("order_id: invalid type"),
+        invalid.message.contains("order_id: invalid type"),
         "{invalid:?}"
     );
     assert_eq!(shop.runs("cancel_order"), 0, "the handler never ran");

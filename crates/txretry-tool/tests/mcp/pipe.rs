@@ -158,10 +158,10 @@ async fn a_tool_not_offered_gets_the_same_protocol_error_as_a_tool_that_does_not
     shop.close().await;
 }
 
-/// Invalid arguments are a result the model reads (`isError`, MCP's SEP-1303) naming the
-/// field, and the handler never runs; so is a business error.
+/// Invalid arguments are a protocol error naming the field, and the handler never runs; a
+/// business error is a result the model reads (`isError`), not a protocol error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn invalid_arguments_are_told_to_the_model_and_the_handler_never_runs() {
+async fn invalid_arguments_are_a_protocol_error_and_the_handler_never_runs() {
     let shop = Shop::new().await;
     let client = as_support(&shop, 10, Recorder::default()).await;
 
@@ -176,14 +176,15 @@ async fn invalid_arguments_are_told_to_the_model_and_the_handler_never_runs() {
             "order_id: invalid type: floating point",
         ),
     ] {
-        let result = call(&client, "cancel_order", arguments.clone())
-            .await
-            .unwrap_or_else(|e| panic!("{arguments}: not a result: {e:?}"));
-        assert_eq!(result.is_error, Some(true), "{arguments}: {result:?}");
-        let said = text(&result);
+        let error = protocol_error(&client, "cancel_order", arguments.clone()).await;
+        assert_eq!(error.code, INVALID_PARAMS, "{arguments}: {error:?}");
         assert!(
-            said.starts_with("cancel_order: invalid arguments: ") && said.contains(says),
-            "{arguments}: {said}"
+            error
+                .message
+                .starts_with("cancel_order: invalid arguments: ")
+                && error.message.contains(says),
+            "{arguments}: {}",
+            error.message
         );
     }
     assert_eq!(shop.runs("cancel_order"), 0, "the handler never ran");

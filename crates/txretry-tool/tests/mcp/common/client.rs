@@ -115,7 +115,7 @@ pub async fn protocol_error(client: &Client, tool: &str, arguments: Value) -> Er
     }
 }
 
-/// `-32602`: an unknown tool, a tool not offered.
+/// `-32602`: an unknown tool, a tool not offered, invalid arguments.
 pub const INVALID_PARAMS: ErrorCode = ErrorCode::INVALID_PARAMS;
 
 /// `error`, a refusal of the tool `name`, is `like` (a refusal of `like_name`) but for the
