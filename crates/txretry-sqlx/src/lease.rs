@@ -15,7 +15,9 @@ pub(crate) struct Lease<DB: Database> {
     /// The session may hold session-level locks of database-backed admission (MySQL):
     /// until [`Lease::finish`] has released them, dropping closes the connection.
     pub(crate) session_locks: bool,
-    /// [`Lease::finish`] ran to its end: the attempt is over and nothing is in flight.
+    /// Nothing is in flight on the connection: [`Lease::finish`] ran to its end, or the
+    /// attempt returned an error the server had answered. Else the caller dropped the
+    /// attempt mid-exchange.
     pub(crate) finished: bool,
 }
 

@@ -155,9 +155,8 @@ pub(crate) mod sealed {
 ///   dropped inside an attempt (Postgres, MySQL: a statement may be in flight; dropped at
 ///   once, its pool slot free, while the server runs that statement to its end unless
 ///   told to notice the client gone: see the troubleshooting guide) or while session
-///   settings from
-///   [`TxOptions`] are in force or while the session may hold locks of database-backed
-///   admission (see [`transaction_with`]).
+///   settings from [`TxOptions`] are in force or while the session may hold locks of
+///   database-backed admission (see [`transaction_with`]).
 ///
 /// # `Send` and `tokio::spawn`
 /// The returned future owns clones of the pool handle, the policy and the options (all
@@ -313,7 +312,11 @@ where
         };
         let cleanup = match DB::session_cleanup(lease.conn(), &options).await {
             Ok(cleanup) => cleanup,
-            Err(error) => return Err(body(E::from(error))),
+            Err(error) => {
+                // Answered: nothing is in flight, so the connection closes gracefully.
+                lease.finished = true;
+                return Err(body(E::from(error)));
+            }
         };
         if DB::CANCEL_SAFE {
             // A clean session pools even when dropped inside BEGIN (an in-memory SQLite

@@ -153,8 +153,7 @@ pub(super) fn validate(
             if plan.timeout.is_none() {
                 plan.timeout = file.defaults.timeout.as_ref().map(|t| t.value);
             }
-            if plan.max_rows == 0 {
-                // Unset (a set one is 1 or more).
+            if decl.value.max_rows.is_none() {
                 plan.max_rows = file.defaults.max_rows.unwrap_or(super::DEFAULT_MAX_ROWS);
             }
             tools.push(plan);

@@ -301,7 +301,8 @@ pub(super) fn check_tool(
         once,
         idempotent: tool.idempotent,
         timeout: tool.timeout.as_ref().map(|t| t.value),
-        max_rows: tool.max_rows.unwrap_or(0),
+        // The tool's own; one it does not set comes from `defaults` (see `validate`).
+        max_rows: tool.max_rows.unwrap_or(super::super::DEFAULT_MAX_ROWS),
         retry,
         roles: tool.roles.clone(),
     })
